@@ -1,0 +1,2 @@
+export * from './wire-limits.js';
+export * from './signing.js';

@@ -1,0 +1,61 @@
+/**
+ * The admin port (Fastify): health, readiness and Prometheus metrics; later the console and its API.
+ * Loopback by default. Bound anywhere else, every route requires the admin token
+ * (`Authorization: Bearer <ECAPI_ADMIN_TOKEN>`), compared in constant time; the service refuses to
+ * start on a non-loopback admin address without one.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { ServiceMetrics } from '../observability/service-metrics.js';
+
+export interface AdminAppConfig {
+  /** Required when the admin port is reachable from other hosts. */
+  readonly adminToken?: string | undefined;
+}
+
+export interface AdminAppDeps {
+  readonly metrics: ServiceMetrics;
+  /** Whether the service accepts events now, and why not. */
+  readonly readiness: () => { ready: boolean; checks: Record<string, boolean | string> };
+}
+
+const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
+
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): FastifyInstance {
+  const app = Fastify({
+    logger: false,
+    requestTimeout: 30_000,
+    connectionTimeout: 60_000,
+    keepAliveTimeout: 65_000,
+  });
+
+  if (config.adminToken) {
+    const expected = digest(config.adminToken);
+    app.addHook('onRequest', async (request, reply) => {
+      const header = request.headers.authorization ?? '';
+      const match = /^Bearer (.+)$/.exec(header);
+      // Hash both sides: equal lengths for timingSafeEqual whatever was sent.
+      if (!match || !timingSafeEqual(digest(match[1]!), expected)) {
+        await reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
+      }
+    });
+  }
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (_request, reply) => {
+    const state = deps.readiness();
+    return reply.code(state.ready ? 200 : 503).send(state);
+  });
+
+  app.get('/metrics', async (_request, reply) => {
+    const text = await deps.metrics.registry.metrics();
+    return reply.type(deps.metrics.registry.contentType).send(text);
+  });
+
+  return app;
+}

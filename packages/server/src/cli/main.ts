@@ -1,0 +1,306 @@
+/**
+ * `ecapi-ingest`, the operator CLI, as a function: main(argv, io) -> exit code. The bin shim calls
+ * it with the process's argv and streams; tests call it in-process and parse its --json output.
+ *
+ * Contract: commands that print data print one JSON document with --json; a failing command exits
+ * non-zero with exactly one line on stderr; every command works while the server runs (they open
+ * the same SQLite files, in WAL mode, with a busy timeout).
+ */
+import { Command, CommanderError, Option } from 'commander';
+import { resolve } from 'node:path';
+import { DEFAULT_PORTS, parseEnvironment, queueDbFile, type Environment, type ServeConfig } from '../config.js';
+import { openControlPlane } from '../control/open-control-plane.js';
+import type { ControlPlane, DataSetRecord, KeyRecord, PolicyPatch } from '../control/control-plane.js';
+import { formatDurationMs, parseDurationMs } from '../control/duration.js';
+import { ControlPlaneError } from '../errors.js';
+import { openQueueDatabase, readRecords } from '../queue/sqlite-queue-store.js';
+import { demoBanner } from '../demo.js';
+import { startService } from '../service.js';
+import { CliError, processIo, type CliIo } from './cli-io.js';
+
+interface GlobalOptions {
+  dataDir: string;
+  env: Environment;
+  json: boolean;
+}
+
+function parsePort(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`invalid port "${value}"`);
+  return port;
+}
+
+function parseNonNegativeInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new CliError(`invalid number "${value}": expected a whole number`);
+  return n;
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+function dataSetJson(record: DataSetRecord) {
+  const { policy } = record;
+  return {
+    id: record.id,
+    created_at: iso(record.createdAt),
+    policy: {
+      consent: policy.consent,
+      ip: policy.ip,
+      pii_scan: policy.piiScan,
+      max_age: formatDurationMs(policy.maxAgeSeconds * 1000),
+      merge_window: formatDurationMs(policy.mergeWindowSeconds * 1000),
+      version: policy.version,
+    },
+  };
+}
+
+function keyJson(record: KeyRecord) {
+  return {
+    key_id: record.keyId,
+    data_sets: record.dataSets,
+    created_at: iso(record.createdAt),
+    rotated_at: iso(record.rotatedAt),
+    previous_secret_valid_until: iso(record.previousSecretValidUntil),
+    revoked_at: iso(record.revokedAt),
+    status: record.revokedAt !== null ? 'revoked' : 'active',
+  };
+}
+
+function oneOf<T extends string>(name: string, allowed: readonly T[]) {
+  return (value: string): T => {
+    if (!(allowed as readonly string[]).includes(value)) throw new CliError(`invalid ${name} "${value}": use ${allowed.join(', ')}`);
+    return value as T;
+  };
+}
+
+export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  const out = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  let exitCode = 0;
+  let serveDone: Promise<void> | null = null;
+
+  const program = new Command('ecapi-ingest')
+    .description('ECAPI 1.0 event ingestion service and operator CLI')
+    .addOption(new Option('--data-dir <dir>', 'data directory').env('ECAPI_DATA_DIR').default('./data'))
+    .addOption(new Option('--env <env>', 'environment: production or test').env('ECAPI_ENV').default('production'))
+    .option('--json', 'print one JSON document', false)
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => io.stdout.write(text),
+      writeErr: (text) => io.stderr.write(text),
+      outputError: (text, write) => write(text.split('\n')[0]!.trim() + '\n'),
+    });
+
+  const globals = (): GlobalOptions => {
+    const opts = program.opts<{ dataDir: string; env: string; json: boolean }>();
+    return { dataDir: resolve(opts.dataDir), env: parseEnvironment(opts.env), json: opts.json };
+  };
+
+  const withControl = async <T>(fn: (cp: ControlPlane, g: GlobalOptions) => Promise<T>): Promise<T> => {
+    const g = globals();
+    const cp = openControlPlane(g.dataDir, g.env);
+    try {
+      return await fn(cp, g);
+    } finally {
+      await cp.close();
+    }
+  };
+
+  // serve
+  program
+    .command('serve')
+    .description('run the ingestion service (public HTTPS port and admin port)')
+    .addOption(new Option('--host <host>', 'public interface').env('ECAPI_HOST').default('127.0.0.1'))
+    .addOption(new Option('--port <port>', 'public HTTPS port (default 8443; 9443 with --env test)').env('ECAPI_PORT'))
+    .addOption(new Option('--admin-host <host>', 'admin interface').env('ECAPI_ADMIN_HOST').default('127.0.0.1'))
+    .addOption(new Option('--admin-port <port>', 'admin HTTP port (default 9464; 9465 with --env test)').env('ECAPI_ADMIN_PORT'))
+    .addOption(new Option('--admin-token <token>', 'token required on the admin port off loopback').env('ECAPI_ADMIN_TOKEN'))
+    .option('--no-demo', 'do not create the demo data set and key on a fresh data dir')
+    .option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)')
+    .option('--tls-key <file>', 'PEM private key')
+    .option('--control-poll <duration>', 'how often to pick up control-plane changes', '1s')
+    .action(async (opts: {
+      host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string;
+      demo: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string;
+    }) => {
+      const g = globals();
+      const config: ServeConfig = {
+        dataDir: g.dataDir,
+        env: g.env,
+        host: opts.host,
+        port: opts.port !== undefined ? parsePort(opts.port) : DEFAULT_PORTS[g.env].port,
+        adminHost: opts.adminHost,
+        adminPort: opts.adminPort !== undefined ? parsePort(opts.adminPort) : DEFAULT_PORTS[g.env].adminPort,
+        adminToken: opts.adminToken,
+        demo: opts.demo,
+        tlsCert: opts.tlsCert,
+        tlsKey: opts.tlsKey,
+        controlPollMs: parseDurationMs(opts.controlPoll),
+      };
+      const service = await startService(config);
+      if (service.demoKey) {
+        io.stderr.write(
+          demoBanner({ key: service.demoKey, host: config.host, port: service.port, certFile: service.certFile, env: g.env }) + '\n',
+        );
+      }
+      serveDone = new Promise<void>((resolveDone) => {
+        const stop = (signal: string) => {
+          service.logger.info({ signal }, 'shutting down');
+          service.close().then(resolveDone, (error: Error) => {
+            io.stderr.write(`error: shutdown failed: ${error.message}\n`);
+            exitCode = 1;
+            resolveDone();
+          });
+        };
+        process.once('SIGTERM', () => stop('SIGTERM'));
+        process.once('SIGINT', () => stop('SIGINT'));
+      });
+    });
+
+  // data-set
+  const dataSet = program.command('data-set').description('manage data sets (destination namespaces)');
+  dataSet
+    .command('create <id>')
+    .description('create a data set')
+    .action((id: string) =>
+      withControl(async (cp, g) => {
+        const record = await cp.createDataSet(id);
+        out(g.json ? JSON.stringify(dataSetJson(record)) : `created data set ${record.id}`);
+      }),
+    );
+  dataSet
+    .command('list')
+    .description('list data sets with their effective policy')
+    .action(() =>
+      withControl(async (cp, g) => {
+        const records = (await cp.listDataSets()).map(dataSetJson);
+        if (g.json) return void out(JSON.stringify(records));
+        if (records.length === 0) return void out('no data sets');
+        for (const r of records) {
+          out(`${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} (policy v${r.policy.version})`);
+        }
+      }),
+    );
+  dataSet
+    .command('policy <id>')
+    .description('set the privacy and validation policy of a data set')
+    .addOption(new Option('--consent <mode>', 'GPP opt-outs: enforce (measurement-only), reject, off').argParser(oneOf('consent', ['enforce', 'reject', 'off'] as const)))
+    .addOption(new Option('--ip <mode>', 'IP addresses: keep, truncate, drop').argParser(oneOf('ip', ['keep', 'truncate', 'drop'] as const)))
+    .addOption(new Option('--pii-scan <mode>', 'plaintext emails in free text: redact, reject, off').argParser(oneOf('pii-scan', ['redact', 'reject', 'off'] as const)))
+    .option('--max-age <duration>', 'oldest accepted event timestamp, like 90d')
+    .option('--merge-window <duration>', 'record update window of the merged view, like 7d')
+    .action((id: string, opts: { consent?: 'enforce' | 'reject' | 'off'; ip?: 'keep' | 'truncate' | 'drop'; piiScan?: 'redact' | 'reject' | 'off'; maxAge?: string; mergeWindow?: string }) =>
+      withControl(async (cp, g) => {
+        const patch: { -readonly [K in keyof PolicyPatch]: PolicyPatch[K] } = {};
+        if (opts.consent) patch.consent = opts.consent;
+        if (opts.ip) patch.ip = opts.ip;
+        if (opts.piiScan) patch.piiScan = opts.piiScan;
+        if (opts.maxAge) patch.maxAgeSeconds = Math.floor(parseDurationMs(opts.maxAge) / 1000);
+        if (opts.mergeWindow) patch.mergeWindowSeconds = Math.floor(parseDurationMs(opts.mergeWindow) / 1000);
+        const record = await cp.setPolicy(id, patch);
+        const json = dataSetJson(record);
+        out(g.json ? JSON.stringify(json) : `data set ${id}: policy v${json.policy.version} ${JSON.stringify(json.policy)}`);
+      }),
+    );
+
+  // key
+  const key = program.command('key').description('manage signing keys (principals)');
+  key
+    .command('create')
+    .description('issue a key id and secret authorized for one or more data sets')
+    .requiredOption('--data-set <id...>', 'data set(s) the key may write to (repeatable)')
+    .action((opts: { dataSet: string[] }) =>
+      withControl(async (cp, g) => {
+        const issued = await cp.createKey(opts.dataSet);
+        if (g.json) return void out(JSON.stringify({ key_id: issued.keyId, secret: issued.secret, data_sets: issued.dataSets }));
+        out(`key id:    ${issued.keyId}\nsecret:    ${issued.secret}\ndata sets: ${issued.dataSets.join(', ')}\nThe secret is shown once. Store it in the sender's secret manager.`);
+      }),
+    );
+  key
+    .command('rotate <key_id>')
+    .description('issue a new secret; the previous one verifies until the grace period ends')
+    .option('--grace <duration>', 'how long the previous secret keeps verifying, like 30s, 10m, 1h', '1h')
+    .action((keyId: string, opts: { grace: string }) =>
+      withControl(async (cp, g) => {
+        const rotated = await cp.rotateKey(keyId, parseDurationMs(opts.grace));
+        const json = { key_id: rotated.keyId, secret: rotated.secret, previous_secret_valid_until: iso(rotated.previousSecretValidUntil) };
+        out(g.json ? JSON.stringify(json) : `key id:  ${json.key_id}\nsecret:  ${json.secret}\nprevious secret valid until ${json.previous_secret_valid_until}`);
+      }),
+    );
+  key
+    .command('revoke <key_id>')
+    .description('revoke a key; running servers refuse it within seconds')
+    .action((keyId: string) =>
+      withControl(async (cp, g) => {
+        const record = await cp.revokeKey(keyId);
+        out(g.json ? JSON.stringify(keyJson(record)) : `revoked key ${keyId}`);
+      }),
+    );
+  key
+    .command('list')
+    .description('list keys (never prints secrets)')
+    .action(() =>
+      withControl(async (cp, g) => {
+        const keys = (await cp.listKeys()).map(keyJson);
+        if (g.json) return void out(JSON.stringify(keys));
+        if (keys.length === 0) return void out('no keys');
+        for (const k of keys) out(`${k.key_id}\t${k.status}\tdata sets: ${k.data_sets.join(', ') || '-'}\tcreated ${k.created_at}${k.rotated_at ? `\trotated ${k.rotated_at}` : ''}`);
+      }),
+    );
+
+  // grant
+  const grant = program.command('grant').description('authorize keys for data sets');
+  grant
+    .command('add <key_id> <data_set_id>')
+    .description('authorize a key for a data set')
+    .action((keyId: string, dataSetId: string) =>
+      withControl(async (cp, g) => {
+        await cp.addGrant(keyId, dataSetId);
+        out(g.json ? JSON.stringify({ key_id: keyId, data_set_id: dataSetId, granted: true }) : `granted ${keyId} -> ${dataSetId}`);
+      }),
+    );
+  grant
+    .command('remove <key_id> <data_set_id>')
+    .description('withdraw a key\'s authorization for a data set')
+    .action((keyId: string, dataSetId: string) =>
+      withControl(async (cp, g) => {
+        await cp.removeGrant(keyId, dataSetId);
+        out(g.json ? JSON.stringify({ key_id: keyId, data_set_id: dataSetId, granted: false }) : `removed ${keyId} -> ${dataSetId}`);
+      }),
+    );
+
+  // queue
+  const queue = program.command('queue').description('inspect the durable queue');
+  queue
+    .command('export')
+    .description('print queued records as NDJSON, one per line')
+    .option('--from <seq>', 'first sequence number', '1')
+    .option('--data-set <id>', 'only records of this data set')
+    .action(async (opts: { from: string; dataSet?: string }) => {
+      const g = globals();
+      const db = openQueueDatabase(queueDbFile(g.dataDir, g.env));
+      try {
+        let from = parseNonNegativeInt(opts.from);
+        for (;;) {
+          const records = readRecords(db, { fromSeq: from, limit: 5000, ...(opts.dataSet ? { dataSetId: opts.dataSet } : {}) });
+          if (records.length === 0) break;
+          io.stdout.write(records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+          from = records[records.length - 1]!.seq + 1;
+        }
+      } finally {
+        db.close();
+      }
+    });
+
+  try {
+    await program.parseAsync(argv as string[], { from: 'user' });
+    if (serveDone) await serveDone;
+    return exitCode;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      return error.exitCode === 0 ? 0 : 2;
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    io.stderr.write(`error: ${message.split('\n')[0]}\n`);
+    return error instanceof CliError || error instanceof ControlPlaneError ? 1 : 1;
+  }
+}

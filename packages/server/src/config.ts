@@ -1,0 +1,56 @@
+/**
+ * Service configuration and the data-dir layout.
+ *
+ *   <data-dir>/master.key                 master key for secrets at rest (0600), unless ECAPI_MASTER_KEY
+ *   <data-dir>/tls/localhost-*.pem        generated self-signed certificate (when no --tls-cert)
+ *   <data-dir>/<env>/control.db           data sets, keys (sealed), grants, policies
+ *   <data-dir>/<env>/queue.db             the durable event queue
+ *
+ * `<env>` is `production` or `test`: two fully separate environments (credentials, queue, ports)
+ * that share nothing but the master key and the certificate.
+ */
+import { join } from 'node:path';
+
+export type Environment = 'production' | 'test';
+export const ENVIRONMENTS: readonly Environment[] = ['production', 'test'];
+
+export interface ServeConfig {
+  readonly dataDir: string;
+  readonly env: Environment;
+  readonly host: string;
+  readonly port: number;
+  readonly adminHost: string;
+  readonly adminPort: number;
+  readonly demo: boolean;
+  readonly tlsCert?: string | undefined;
+  readonly tlsKey?: string | undefined;
+  readonly adminToken?: string | undefined;
+  /** How often the server checks the control plane for changes. */
+  readonly controlPollMs: number;
+  readonly headersTimeoutMs?: number;
+  readonly requestTimeoutMs?: number;
+  readonly keepAliveTimeoutMs?: number;
+  readonly logLevel?: string;
+}
+
+export const DEFAULT_PORTS: Record<Environment, { port: number; adminPort: number }> = {
+  production: { port: 8443, adminPort: 9464 },
+  test: { port: 9443, adminPort: 9465 },
+};
+
+export function parseEnvironment(value: string): Environment {
+  if (value === 'production' || value === 'test') return value;
+  throw new Error(`invalid environment "${value}": use production or test`);
+}
+
+export function environmentDir(dataDir: string, env: Environment): string {
+  return join(dataDir, env);
+}
+
+export function controlDbFile(dataDir: string, env: Environment): string {
+  return join(environmentDir(dataDir, env), 'control.db');
+}
+
+export function queueDbFile(dataDir: string, env: Environment): string {
+  return join(environmentDir(dataDir, env), 'queue.db');
+}

@@ -1,0 +1,66 @@
+/**
+ * Keeps the request path's CredentialSnapshot current. Polls the control plane's version about
+ * once a second (cheap: one indexed read) and loads a new snapshot only when it changed, so CLI
+ * changes (revocation, grants, policy) reach a running server within seconds. A failed poll keeps
+ * the last good snapshot: a briefly unavailable control store must not lock senders out.
+ */
+import type { ControlPlane, CredentialSnapshot } from './control-plane.js';
+
+export class CredentialCache {
+  #snapshot: CredentialSnapshot;
+  #timer: NodeJS.Timeout | null = null;
+  #refreshing = false;
+
+  private constructor(
+    private readonly controlPlane: ControlPlane,
+    snapshot: CredentialSnapshot,
+    private readonly onChange: (snapshot: CredentialSnapshot) => void,
+    private readonly onError: (error: unknown) => void,
+  ) {
+    this.#snapshot = snapshot;
+  }
+
+  static async start(
+    controlPlane: ControlPlane,
+    options: {
+      intervalMs?: number;
+      onChange?: (snapshot: CredentialSnapshot) => void;
+      onError?: (error: unknown) => void;
+    } = {},
+  ): Promise<CredentialCache> {
+    const cache = new CredentialCache(
+      controlPlane,
+      await controlPlane.loadSnapshot(),
+      options.onChange ?? (() => {}),
+      options.onError ?? (() => {}),
+    );
+    cache.onChange(cache.#snapshot);
+    cache.#timer = setInterval(() => void cache.refresh(), options.intervalMs ?? 1000);
+    cache.#timer.unref();
+    return cache;
+  }
+
+  current(): CredentialSnapshot {
+    return this.#snapshot;
+  }
+
+  async refresh(): Promise<void> {
+    if (this.#refreshing) return;
+    this.#refreshing = true;
+    try {
+      if ((await this.controlPlane.version()) !== this.#snapshot.version) {
+        this.#snapshot = await this.controlPlane.loadSnapshot();
+        this.onChange(this.#snapshot);
+      }
+    } catch (error) {
+      this.onError(error);
+    } finally {
+      this.#refreshing = false;
+    }
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+  }
+}

@@ -1,0 +1,237 @@
+/**
+ * The public port: POST /v1/events over TLS 1.3, HTTP/2 and HTTP/1.1 offered through ALPN.
+ *
+ * Bare node:http2 (with allowHTTP1), no framework, by measured choice: this is the hot path.
+ * buildServer() returns a server that is not listening; the caller listens and closes.
+ *
+ * Hazards handled here:
+ * - Bodies: a Content-Length over the limit is refused before reading; a chunked body is counted
+ *   as it streams and refused the moment it passes 1 MiB, so no more than the limit is buffered.
+ *   After such an early answer the connection is closed (HTTP/1.1) or the stream reset with
+ *   NO_ERROR (HTTP/2), because the unread remainder of the body can't be trusted to be drained.
+ * - Slow clients: headers must arrive within headersTimeoutMs and the whole body within
+ *   requestTimeoutMs, else the connection or stream is destroyed; idle keep-alive connections are
+ *   closed after keepAliveTimeoutMs.
+ * - Plain HTTP or TLS < 1.3 never reaches a handler: the TLS handshake fails first.
+ */
+import { constants as h2, createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import { HEADER_REQUEST_ID, MAX_BODY_BYTES } from '@ecapi-ingest/protocol';
+import type { Logger } from '../observability/logger.js';
+import type { ServiceMetrics } from '../observability/service-metrics.js';
+import { requestError } from '../errors.js';
+import { gatewayAnswer, pathOf } from './gateway.js';
+import { handleEventsRequest, requestErrorOutcome, type EventsOutcome, type EventsRequestDeps } from './events-request.js';
+
+export interface PublicServerConfig {
+  readonly cert: string;
+  readonly key: string;
+  readonly headersTimeoutMs?: number;
+  readonly requestTimeoutMs?: number;
+  readonly keepAliveTimeoutMs?: number;
+}
+
+export interface PublicServerDeps extends EventsRequestDeps {
+  readonly logger: Logger;
+  readonly metrics: ServiceMetrics;
+}
+
+type Request = IncomingMessage | Http2ServerRequest;
+type Response = ServerResponse | Http2ServerResponse;
+
+export interface PublicServer {
+  readonly server: Http2SecureServer;
+  /** Stop accepting, let in-flight requests finish, close idle connections; resolves when all are closed. */
+  shutdown(graceMs?: number): Promise<void>;
+}
+
+function send(res: Response, status: number, body: string, requestId: string, extra?: Record<string, string>): void {
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    [HEADER_REQUEST_ID]: requestId,
+    ...extra,
+  };
+  (res as ServerResponse).writeHead(status, headers);
+  res.end(body);
+}
+
+/** Ends the exchange without reading the rest of the request body. */
+function closeAfterResponse(req: Request, res: Response): void {
+  if ('stream' in req) {
+    const stream = req.stream;
+    res.on('finish', () => {
+      if (!stream.destroyed) stream.close(h2.NGHTTP2_NO_ERROR);
+    });
+    return;
+  }
+  const socket = req.socket;
+  res.on('finish', () => {
+    // Half-close, then give the peer a moment to read our answer before the socket goes away.
+    socket.end();
+    setTimeout(() => socket.destroy(), 1000).unref();
+  });
+}
+
+export function buildServer(config: PublicServerConfig, deps: PublicServerDeps): PublicServer {
+  const headersTimeoutMs = config.headersTimeoutMs ?? 10_000;
+  const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
+  const keepAliveTimeoutMs = config.keepAliveTimeoutMs ?? 65_000;
+
+  const server = createSecureServer({
+    cert: config.cert,
+    key: config.key,
+    allowHTTP1: true,
+    minVersion: 'TLSv1.3',
+    maxVersion: 'TLSv1.3',
+    ALPNProtocols: ['h2', 'http/1.1'],
+    settings: { maxConcurrentStreams: 256 },
+  });
+  // HTTP/1.1 side (allowHTTP1 routes those connections through node:http's machinery).
+  const http1 = server as unknown as { headersTimeout: number; requestTimeout: number; keepAliveTimeout: number };
+  http1.headersTimeout = headersTimeoutMs;
+  http1.requestTimeout = requestTimeoutMs;
+  http1.keepAliveTimeout = keepAliveTimeoutMs;
+  // Idle TLS connections (including HTTP/2 sessions without streams) are closed after this.
+  server.setTimeout(keepAliveTimeoutMs);
+  // A TLS client that connects and never completes the handshake is dropped.
+  (server as unknown as { handshakeTimeout?: number }).handshakeTimeout = headersTimeoutMs;
+
+  const sockets = new Set<Socket>();
+  const active = new Map<Socket, number>();
+  let shuttingDown = false;
+  server.on('secureConnection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => {
+      sockets.delete(socket);
+      active.delete(socket);
+    });
+  });
+  server.on('tlsClientError', () => {
+    // Handshake failures (plain HTTP, TLS 1.2 clients, scanners): nothing to answer, nothing to log per event.
+  });
+  const sessions = new Set<import('node:http2').ServerHttp2Session>();
+  server.on('session', (session) => {
+    if (shuttingDown) session.close();
+    sessions.add(session);
+    session.on('close', () => sessions.delete(session));
+  });
+
+  const finish = (req: Request, res: Response, requestId: string, started: number, outcome: EventsOutcome | { status: number }, extraHeaders?: Record<string, string>): void => {
+    const body = 'body' in outcome ? outcome.body : '';
+    send(res, outcome.status, body, requestId, shuttingDown && !('stream' in req) ? { ...extraHeaders, connection: 'close' } : extraHeaders);
+    const latencyMs = performance.now() - started;
+    deps.metrics.requests.inc({ status: String(outcome.status) });
+    deps.metrics.requestDuration.observe(latencyMs / 1000);
+    const o = outcome as Partial<EventsOutcome>;
+    deps.logger.info(
+      {
+        request_id: requestId,
+        status: outcome.status,
+        data_set_id: o.dataSetId,
+        key_id: o.keyId,
+        accepted: o.accepted ?? 0,
+        rejected: o.rejected ?? 0,
+        error_code: o.errorCode,
+        latency_ms: Math.round(latencyMs * 100) / 100,
+        http: req.httpVersion,
+      },
+      'request',
+    );
+  };
+
+  server.on('request', (req: Request, res: Response) => {
+    const started = performance.now();
+    const requestId = randomUUID();
+    const socket = 'stream' in req ? req.stream.session?.socket as Socket | undefined : req.socket;
+    if (socket) active.set(socket, (active.get(socket) ?? 0) + 1);
+    res.on('close', () => {
+      if (!socket) return;
+      const left = (active.get(socket) ?? 1) - 1;
+      active.set(socket, left);
+      if (shuttingDown && left === 0 && !('stream' in req)) socket.end();
+    });
+
+    const gateway = gatewayAnswer(req.method ?? '', pathOf(req.url ?? '/'), req.headers.authorization);
+    if (gateway) {
+      const extra = gateway.errorType ? { 'x-amzn-errortype': gateway.errorType } : undefined;
+      finish(req, res, requestId, started, { status: gateway.status, body: gateway.body, accepted: 0, rejected: 0 }, extra);
+      // The body of a request we don't serve is not read.
+      closeAfterResponse(req, res);
+      return;
+    }
+
+    const tooLarge = () => {
+      closeAfterResponse(req, res);
+      finish(req, res, requestId, started, requestErrorOutcome(requestError('PAYLOAD_TOO_LARGE')));
+    };
+    const declared = req.headers['content-length'];
+    if (declared !== undefined && Number(declared) > MAX_BODY_BYTES) {
+      tooLarge();
+      return;
+    }
+
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    const deadline = setTimeout(() => {
+      done = true;
+      if ('stream' in req) req.stream.close(h2.NGHTTP2_CANCEL);
+      else req.socket.destroy();
+    }, requestTimeoutMs);
+    const stop = () => {
+      done = true;
+      clearTimeout(deadline);
+      req.removeAllListeners('data');
+    };
+    req.on('data', (chunk: Buffer) => {
+      if (done) return;
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        stop();
+        req.pause();
+        tooLarge();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('error', () => stop());
+    req.on('end', () => {
+      if (done) return;
+      stop();
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+      handleEventsRequest(deps, req.headers, body, requestId).then(
+        (outcome) => finish(req, res, requestId, started, outcome),
+        (error: unknown) => {
+          deps.logger.error({ request_id: requestId, err: { type: (error as Error)?.name, message: (error as Error)?.message } }, 'request failed');
+          finish(req, res, requestId, started, requestErrorOutcome(requestError('BACKEND_UNAVAILABLE')));
+        },
+      );
+    });
+  });
+
+  return {
+    server,
+    shutdown(graceMs = 10_000): Promise<void> {
+      shuttingDown = true;
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          for (const socket of sockets) socket.destroy();
+        }, graceMs);
+        timer.unref();
+        server.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+        // HTTP/2: GOAWAY, open streams finish. HTTP/1.1: idle connections end now, busy ones after
+        // their response (which carries Connection: close).
+        for (const session of sessions) session.close();
+        for (const socket of sockets) {
+          if ((active.get(socket) ?? 0) === 0 && ![...sessions].some((s) => s.socket === socket)) socket.end();
+        }
+      });
+    },
+  };
+}

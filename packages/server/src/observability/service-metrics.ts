@@ -1,0 +1,108 @@
+/**
+ * Prometheus metrics of one service instance. Each instance owns its Registry (never the global
+ * one), so several services can live in one process, as they do in tests.
+ * Labels never carry identifiers or data set ids from unauthenticated requests: only statuses,
+ * reasons and field paths, all of bounded cardinality.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { QueueCommitObserver } from '../queue/event-queue.js';
+
+export type RejectionReason = 'schema' | 'missing_field' | 'invalid_field' | 'not_hashed' | 'data_set_mismatch' | 'other';
+
+export function rejectionReasonOf(message: string): RejectionReason {
+  if (message.startsWith('schema validation failed')) return 'schema';
+  if (message.startsWith('missing required field')) return 'missing_field';
+  if (message.startsWith('invalid field data_set_id: must equal')) return 'data_set_mismatch';
+  if (message.startsWith('invalid field')) return 'invalid_field';
+  if (message.startsWith('hashed field')) return 'not_hashed';
+  return 'other';
+}
+
+export class ServiceMetrics implements QueueCommitObserver {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: 'ecapi_requests_total',
+    help: 'Requests answered on the public port, by HTTP status',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+  readonly requestDuration = new Histogram({
+    name: 'ecapi_request_duration_seconds',
+    help: 'Time from request start to response end on the public port',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+  readonly eventsAccepted = new Counter({
+    name: 'ecapi_events_accepted_total',
+    help: 'Events durably queued',
+    registers: [this.registry],
+  });
+  readonly eventsRejected = new Counter({
+    name: 'ecapi_events_rejected_total',
+    help: 'Events rejected in a 207 or 400 multi-status response, by reason',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly piiRedactions = new Counter({
+    name: 'ecapi_pii_redactions_total',
+    help: 'Plaintext identifiers redacted by the privacy policy, by field path',
+    labelNames: ['field'] as const,
+    registers: [this.registry],
+  });
+  readonly queueAppendDuration = new Histogram({
+    name: 'ecapi_queue_append_seconds',
+    help: 'Time from handing a request to the queue until its commit was durable',
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
+  readonly commitRequests = new Histogram({
+    name: 'ecapi_queue_commit_batch_requests',
+    help: 'Requests sharing one queue commit (group commit)',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+    registers: [this.registry],
+  });
+  readonly commitEvents = new Histogram({
+    name: 'ecapi_queue_commit_batch_events',
+    help: 'Events in one queue commit',
+    buckets: [1, 10, 100, 500, 1000, 2000, 5000, 10000, 20000],
+    registers: [this.registry],
+  });
+  readonly commitDuration = new Histogram({
+    name: 'ecapi_queue_commit_seconds',
+    help: 'Duration of one queue transaction including its sync, measured on the writer thread',
+    buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25],
+    registers: [this.registry],
+  });
+  readonly commitFailures = new Counter({
+    name: 'ecapi_queue_commit_failures_total',
+    help: 'Queue commits that failed; their requests were answered 500',
+    registers: [this.registry],
+  });
+  readonly queueWritable = new Gauge({
+    name: 'ecapi_queue_writable',
+    help: '1 when the last queue commit succeeded, 0 after a failure until one succeeds',
+    registers: [this.registry],
+  });
+  readonly credentialsVersion = new Gauge({
+    name: 'ecapi_control_plane_version',
+    help: 'Version of the control-plane snapshot the server is using',
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'ecapi_process_' });
+    this.queueWritable.set(1);
+  }
+
+  onCommit(info: { requests: number; events: number; durationMs: number }): void {
+    this.commitRequests.observe(info.requests);
+    this.commitEvents.observe(info.events);
+    this.commitDuration.observe(info.durationMs / 1000);
+    this.queueWritable.set(1);
+  }
+
+  onFailure(): void {
+    this.commitFailures.inc();
+    this.queueWritable.set(0);
+  }
+}

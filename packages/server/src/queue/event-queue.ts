@@ -1,0 +1,66 @@
+/**
+ * The durable queue as the request path sees it. Nothing here knows about SQLite or PostgreSQL.
+ *
+ * Acknowledgement rule: `append` resolves only after the events are durable (committed and synced);
+ * it rejects with QueueUnavailableError when they are not, in which case none of them count as
+ * accepted and the sender may retry (records merge on (data_set_id, id) downstream).
+ * See DESIGN.md beside this file for redelivery and ordering.
+ */
+import type { EventPolicyMeta } from '../validation/event-check.js';
+
+/** The accepted events of one request. All belong to the request's data set. */
+export interface QueueAppend {
+  readonly requestId: string;
+  readonly keyId: string;
+  readonly dataSetId: string;
+  /** Milliseconds since the epoch at which the request arrived. */
+  readonly receivedAt: number;
+  readonly policyVersion: number;
+  readonly events: readonly Record<string, unknown>[];
+  /** Parallel to `events`; undefined where policy changed nothing. */
+  readonly metas: readonly (EventPolicyMeta | undefined)[];
+}
+
+/** Event i of the append has sequence number `firstSeq + i`. */
+export interface AppendReceipt {
+  readonly firstSeq: number;
+  readonly count: number;
+}
+
+export interface QueueRecord {
+  readonly seq: number;
+  readonly received_at: number;
+  readonly data_set_id: string;
+  readonly key_id: string;
+  readonly request_id: string;
+  readonly policy_version: number;
+  readonly event: Record<string, unknown>;
+  readonly meta?: EventPolicyMeta;
+}
+
+export interface ReadOptions {
+  /** First sequence number wanted (inclusive). */
+  readonly fromSeq: number;
+  readonly limit: number;
+  readonly dataSetId?: string;
+}
+
+export interface QueueHealth {
+  /** False after a failed commit, until a commit succeeds again. */
+  readonly writable: boolean;
+  readonly lastError: string | null;
+}
+
+export interface EventQueue {
+  append(batch: QueueAppend): Promise<AppendReceipt>;
+  read(options: ReadOptions): Promise<QueueRecord[]>;
+  health(): QueueHealth;
+  /** Flushes what was appended and releases the store. */
+  close(): Promise<void>;
+}
+
+/** Observes commits, for metrics. Called on the serving thread. */
+export interface QueueCommitObserver {
+  onCommit(info: { readonly requests: number; readonly events: number; readonly durationMs: number }): void;
+  onFailure(info: { readonly requests: number; readonly events: number }): void;
+}

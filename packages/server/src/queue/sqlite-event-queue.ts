@@ -1,0 +1,166 @@
+/**
+ * Embedded durable queue: SQLite in WAL mode with synchronous=FULL, written by one worker thread.
+ *
+ * Group commit: at most one commit is in flight. Appends that arrive meanwhile wait in `#pending`
+ * and all go into the next commit together, so N concurrent requests cost one sync, not N. At low
+ * load an append is sent at once and pays exactly one sync of latency.
+ *
+ * Invariants:
+ * - An append's promise resolves only from the writer's reply to the commit that holds it.
+ * - A failed commit rejects every append in it (the request answers 500; nothing is acknowledged),
+ *   marks the queue unwritable, and the next append simply tries again: recovery needs no restart.
+ * - If the writer thread dies, everything in flight is rejected and a new thread is started.
+ */
+import { Worker } from 'node:worker_threads';
+import { QueueUnavailableError } from '../errors.js';
+import type {
+  AppendReceipt,
+  EventQueue,
+  QueueAppend,
+  QueueCommitObserver,
+  QueueHealth,
+  QueueRecord,
+  ReadOptions,
+} from './event-queue.js';
+import { openQueueDatabase, readRecords } from './sqlite-queue-store.js';
+import type { SegmentInput, WriterReply, WriterRequest } from './sqlite-queue-writer-protocol.js';
+
+interface PendingAppend {
+  readonly segment: SegmentInput;
+  readonly resolve: (receipt: AppendReceipt) => void;
+  readonly reject: (error: Error) => void;
+}
+
+/** Upper bound of events per commit, so one group never holds an unbounded transaction. */
+const MAX_EVENTS_PER_COMMIT = 20_000;
+
+export class SqliteEventQueue implements EventQueue {
+  readonly #file: string;
+  readonly #observer: QueueCommitObserver | undefined;
+  #worker: Worker;
+  #pending: PendingAppend[] = [];
+  #inFlight: { id: number; group: PendingAppend[] } | null = null;
+  #nextId = 1;
+  #health: QueueHealth = { writable: true, lastError: null };
+  #closed = false;
+  #drained: (() => void) | null = null;
+
+  constructor(file: string, observer?: QueueCommitObserver) {
+    this.#file = file;
+    this.#observer = observer;
+    // Create the file and schema here so that readers and a failing writer start from a known state.
+    openQueueDatabase(file).close();
+    this.#worker = this.#startWorker();
+  }
+
+  #startWorker(): Worker {
+    const worker = new Worker(new URL('./sqlite-queue-writer-thread.js', import.meta.url), {
+      workerData: { file: this.#file },
+    });
+    worker.on('message', (message: WriterReply | { ready: true }) => {
+      if ('ready' in message) return;
+      this.#onReply(message);
+    });
+    worker.on('error', (error) => this.#onWorkerDeath(error));
+    worker.on('exit', (code) => {
+      if (!this.#closed) this.#onWorkerDeath(new Error(`queue writer thread exited with code ${code}`));
+    });
+    return worker;
+  }
+
+  #onWorkerDeath(error: Error): void {
+    if (this.#closed) return;
+    this.#health = { writable: false, lastError: error.message };
+    const inFlight = this.#inFlight;
+    this.#inFlight = null;
+    if (inFlight) this.#fail(inFlight.group, error);
+    this.#worker.removeAllListeners();
+    void this.#worker.terminate();
+    this.#worker = this.#startWorker();
+    this.#flush();
+  }
+
+  #fail(group: PendingAppend[], cause: Error): void {
+    this.#observer?.onFailure({ requests: group.length, events: group.reduce((n, p) => n + p.segment.count, 0) });
+    const error = new QueueUnavailableError(`queue commit failed: ${cause.message}`, { cause });
+    for (const pending of group) pending.reject(error);
+  }
+
+  #onReply(reply: WriterReply): void {
+    const inFlight = this.#inFlight;
+    if (!inFlight || inFlight.id !== reply.id) return;
+    this.#inFlight = null;
+    if (reply.ok) {
+      this.#health = { writable: true, lastError: null };
+      let events = 0;
+      inFlight.group.forEach((pending, i) => {
+        events += pending.segment.count;
+        pending.resolve({ firstSeq: reply.firstSeqs[i]!, count: pending.segment.count });
+      });
+      this.#observer?.onCommit({ requests: inFlight.group.length, events, durationMs: reply.durationMs });
+    } else {
+      this.#health = { writable: false, lastError: reply.message };
+      this.#fail(inFlight.group, new Error(reply.message));
+    }
+    this.#flush();
+  }
+
+  #flush(): void {
+    if (this.#inFlight || this.#pending.length === 0) {
+      if (!this.#inFlight && this.#pending.length === 0) this.#drained?.();
+      return;
+    }
+    let events = 0;
+    let take = 0;
+    while (take < this.#pending.length && (take === 0 || events + this.#pending[take]!.segment.count <= MAX_EVENTS_PER_COMMIT)) {
+      events += this.#pending[take]!.segment.count;
+      take++;
+    }
+    const group = this.#pending.splice(0, take);
+    const request: WriterRequest = { id: this.#nextId++, segments: group.map((p) => p.segment) };
+    this.#inFlight = { id: request.id, group };
+    this.#worker.postMessage(request);
+  }
+
+  append(batch: QueueAppend): Promise<AppendReceipt> {
+    if (this.#closed) return Promise.reject(new QueueUnavailableError('queue is closed'));
+    const hasMeta = batch.metas.some((meta) => meta !== undefined);
+    const segment: SegmentInput = {
+      count: batch.events.length,
+      receivedAt: batch.receivedAt,
+      dataSetId: batch.dataSetId,
+      keyId: batch.keyId,
+      requestId: batch.requestId,
+      policyVersion: batch.policyVersion,
+      events: JSON.stringify(batch.events),
+      metas: hasMeta ? JSON.stringify(batch.metas.map((meta) => meta ?? null)) : null,
+    };
+    return new Promise<AppendReceipt>((resolve, reject) => {
+      this.#pending.push({ segment, resolve, reject });
+      this.#flush();
+    });
+  }
+
+  async read(options: ReadOptions): Promise<QueueRecord[]> {
+    const db = openQueueDatabase(this.#file, { readonly: true });
+    try {
+      return readRecords(db, options);
+    } finally {
+      db.close();
+    }
+  }
+
+  health(): QueueHealth {
+    return this.#health;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#inFlight || this.#pending.length > 0) {
+      await new Promise<void>((resolve) => (this.#drained = resolve));
+    }
+    this.#closed = true;
+    this.#worker.removeAllListeners();
+    await this.#worker.terminate();
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * The SQLite layout of the queue, shared by the writer thread and by readers.
+ *
+ * One row per accepted request ("segment"), not one per event: a 1,000-event request is one INSERT
+ * of one JSON array. Events get consecutive sequence numbers [first_seq, first_seq + event_count).
+ * This keeps the per-event cost of durability to a share of one B-tree insert and one WAL frame
+ * run, which is what lets batched ingest reach the 100k events/s class on a small machine.
+ */
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { QueueRecord, ReadOptions } from './event-queue.js';
+
+export const QUEUE_SCHEMA = `
+CREATE TABLE IF NOT EXISTS queue_segments (
+  first_seq INTEGER PRIMARY KEY,
+  event_count INTEGER NOT NULL,
+  received_at INTEGER NOT NULL,
+  data_set_id TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  policy_version INTEGER NOT NULL,
+  events TEXT NOT NULL,
+  metas TEXT
+);
+`;
+
+export interface SegmentRow {
+  first_seq: number;
+  event_count: number;
+  received_at: number;
+  data_set_id: string;
+  key_id: string;
+  request_id: string;
+  policy_version: number;
+  events: string;
+  metas: string | null;
+}
+
+export function openQueueDatabase(file: string, options: { readonly?: boolean } = {}): Database.Database {
+  if (!options.readonly) mkdirSync(dirname(file), { recursive: true });
+  const db = new Database(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
+  if (!options.readonly) {
+    db.pragma('journal_mode = WAL');
+    // FULL: every commit syncs the WAL, so a committed segment survives power loss, not only a crash.
+    db.pragma('synchronous = FULL');
+    db.exec(QUEUE_SCHEMA);
+  }
+  db.pragma('busy_timeout = 5000');
+  return db;
+}
+
+/** Reads records from `fromSeq` on, expanding segments into one record per event. */
+export function readRecords(db: Database.Database, options: ReadOptions): QueueRecord[] {
+  const records: QueueRecord[] = [];
+  if (options.limit <= 0) return records;
+  // The segment holding fromSeq starts at or before it; MAX over the primary key is an index probe.
+  const start = db
+    .prepare('SELECT COALESCE(MAX(first_seq), 0) AS s FROM queue_segments WHERE first_seq <= ?')
+    .get(options.fromSeq) as { s: number };
+  const query = options.dataSetId === undefined
+    ? db.prepare('SELECT * FROM queue_segments WHERE first_seq >= ? ORDER BY first_seq LIMIT ?')
+    : db.prepare('SELECT * FROM queue_segments WHERE first_seq >= ? AND data_set_id = ? ORDER BY first_seq LIMIT ?');
+  let cursor = start.s;
+  for (;;) {
+    const rows = (options.dataSetId === undefined
+      ? query.all(cursor, 256)
+      : query.all(cursor, options.dataSetId, 256)) as SegmentRow[];
+    for (const row of rows) {
+      const events = JSON.parse(row.events) as Record<string, unknown>[];
+      const metas = row.metas === null ? null : (JSON.parse(row.metas) as (QueueRecord['meta'] | null)[]);
+      for (let i = 0; i < events.length; i++) {
+        const seq = row.first_seq + i;
+        if (seq < options.fromSeq) continue;
+        const meta = metas?.[i];
+        records.push({
+          seq,
+          received_at: row.received_at,
+          data_set_id: row.data_set_id,
+          key_id: row.key_id,
+          request_id: row.request_id,
+          policy_version: row.policy_version,
+          event: events[i]!,
+          ...(meta ? { meta } : {}),
+        });
+        if (records.length >= options.limit) return records;
+      }
+    }
+    if (rows.length < 256) return records;
+    cursor = rows[rows.length - 1]!.first_seq + 1;
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * Composition root of one serving node: control plane + credential cache, durable queue, event
+ * processor, public TLS server and admin app. `startService` is what `ecapi-ingest serve` runs and
+ * what in-process tests use; it listens on both ports and returns a handle to stop it cleanly.
+ */
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { queueDbFile, type ServeConfig } from './config.js';
+import { buildAdminApp, isLoopbackHost } from './admin/admin-app.js';
+import { CredentialCache } from './control/credential-cache.js';
+import { openControlPlane } from './control/open-control-plane.js';
+import type { IssuedKey } from './control/control-plane.js';
+import { createDemoIfFresh } from './demo.js';
+import { buildServer, type PublicServer } from './http/public-server.js';
+import { createLogger, type Logger } from './observability/logger.js';
+import { ServiceMetrics } from './observability/service-metrics.js';
+import { SqliteEventQueue } from './queue/sqlite-event-queue.js';
+import { loadTlsMaterial } from './tls/tls-material.js';
+import { createEventProcessor } from './validation/event-processor.js';
+
+export interface RunningService {
+  readonly port: number;
+  readonly adminPort: number;
+  readonly certFile: string;
+  /** Set on the first run of a fresh environment with the demo enabled. */
+  readonly demoKey: IssuedKey | null;
+  readonly logger: Logger;
+  /** Graceful stop: stop accepting, finish in-flight requests, flush the queue, close stores. */
+  close(): Promise<void>;
+}
+
+export async function startService(config: ServeConfig, options: { logger?: Logger } = {}): Promise<RunningService> {
+  if (!isLoopbackHost(config.adminHost) && !config.adminToken) {
+    throw new Error(
+      `the admin port would listen on ${config.adminHost}, beyond loopback: set ECAPI_ADMIN_TOKEN (or --admin-token) to protect it`,
+    );
+  }
+  const logger = options.logger ?? createLogger({ level: config.logLevel });
+  const metrics = new ServiceMetrics();
+  const controlPlane = openControlPlane(config.dataDir, config.env);
+  const demoKey = config.demo ? await createDemoIfFresh(controlPlane) : null;
+  const credentials = await CredentialCache.start(controlPlane, {
+    intervalMs: config.controlPollMs,
+    onChange: (snapshot) => {
+      metrics.credentialsVersion.set(snapshot.version);
+      logger.info({ version: snapshot.version, keys: snapshot.keys.size, data_sets: snapshot.dataSets.size }, 'control plane loaded');
+    },
+    onError: (error) => logger.warn({ err: { message: (error as Error).message } }, 'control plane poll failed'),
+  });
+  const queue = new SqliteEventQueue(queueDbFile(config.dataDir, config.env), metrics);
+  const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
+
+  const publicServer: PublicServer = buildServer(
+    {
+      cert: tls.cert,
+      key: tls.key,
+      headersTimeoutMs: config.headersTimeoutMs,
+      requestTimeoutMs: config.requestTimeoutMs,
+      keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+    },
+    {
+      credentials: () => credentials.current(),
+      processor: createEventProcessor(),
+      queue,
+      metrics,
+      logger,
+      now: Date.now,
+    },
+  );
+
+  let accepting = false;
+  const admin: FastifyInstance = buildAdminApp(
+    { adminToken: config.adminToken },
+    {
+      metrics,
+      readiness: () => {
+        const health = queue.health();
+        return {
+          ready: accepting && health.writable,
+          checks: { listening: accepting, queue_writable: health.writable, ...(health.lastError ? { queue_error: health.lastError } : {}) },
+        };
+      },
+    },
+  );
+
+  await new Promise<void>((resolve, reject) => {
+    publicServer.server.once('error', reject);
+    publicServer.server.listen(config.port, config.host, () => {
+      publicServer.server.off('error', reject);
+      resolve();
+    });
+  });
+  await admin.listen({ port: config.adminPort, host: config.adminHost });
+  accepting = true;
+  const port = (publicServer.server.address() as AddressInfo).port;
+  const adminPort = (admin.server.address() as AddressInfo).port;
+  logger.info({ env: config.env, port, admin_port: adminPort, host: config.host }, 'ecapi-ingest listening');
+
+  let closing: Promise<void> | null = null;
+  return {
+    port,
+    adminPort,
+    certFile: tls.certFile,
+    demoKey,
+    logger,
+    close() {
+      closing ??= (async () => {
+        accepting = false;
+        credentials.stop();
+        await publicServer.shutdown();
+        await queue.close();
+        await admin.close();
+        await controlPlane.close();
+        logger.info('ecapi-ingest stopped');
+        logger.flush();
+      })();
+      return closing;
+    },
+  };
+}

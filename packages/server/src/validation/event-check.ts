@@ -1,0 +1,34 @@
+/**
+ * The contract between the request path and event validation + privacy policy
+ * (steps 3 and 4 of the spec's request handling).
+ *
+ * The request path hands each event, already parsed, to an EventProcessor and gets back exactly one
+ * outcome: accepted (with the event as it must be queued, after policy) or rejected with one
+ * message in the spec's per-event shapes, carrying the first problem in document order.
+ * The processor never throws for bad input, never logs event contents and does no I/O.
+ */
+import type { DataSetPolicy } from '../control/data-set-policy.js';
+
+export interface EventCheckContext {
+  /** Current time in unix seconds (injected so that tests and the request share one clock read). */
+  readonly nowSeconds: number;
+  readonly policy: DataSetPolicy;
+}
+
+/** What policy did to an accepted event; stored with the queued record, never containing identifiers. */
+export interface EventPolicyMeta {
+  /** Consent decision from GPP, when one applied. */
+  consent?: { decision: 'measurement_only' | 'none'; sections: number[]; signals: string[] };
+  /** JSON paths of fields where a plaintext identifier was redacted. */
+  piiRedacted?: string[];
+  /** 'truncated' or 'dropped' when the IP policy changed the event. */
+  ip?: 'truncated' | 'dropped';
+}
+
+export type EventCheck =
+  | { readonly ok: true; readonly event: Record<string, unknown>; readonly meta: EventPolicyMeta | undefined }
+  | { readonly ok: false; readonly error: string };
+
+export interface EventProcessor {
+  check(event: unknown, context: EventCheckContext): EventCheck;
+}
