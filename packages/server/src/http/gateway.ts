@@ -16,7 +16,7 @@ export interface GatewayAnswer {
   readonly errorType?: string;
 }
 
-const VERSIONED_EVENTS_PATH = /^\/v[^/]*\/events\/?$/;
+const VERSIONED_EVENTS_PATH = /^\/v[^/]*\/events$/;
 
 /** The request path without its query string. */
 export function pathOf(url: string): string {

@@ -1,0 +1,48 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { SecretBox } from '../../src/control/secret-box.js';
+import { SqliteControlPlane } from '../../src/control/sqlite-control-plane.js';
+import { tempDataDir } from '../helpers/server-process.js';
+
+test('secrets never appear in plain text in the control database files', async () => {
+  const dir = tempDataDir();
+  const cp = new SqliteControlPlane(join(dir, 'control.db'), new SecretBox(randomBytes(32)));
+  await cp.createDataSet('ds');
+  const issued = await cp.createKey(['ds']);
+  const rotated = await cp.rotateKey(issued.keyId, 60_000);
+  await cp.close();
+  for (const file of readdirSync(dir)) {
+    const bytes = readFileSync(join(dir, file)).toString('latin1');
+    assert.ok(!bytes.includes(issued.secret), `${file} holds no plaintext secret`);
+    assert.ok(!bytes.includes(rotated.secret), `${file} holds no plaintext rotated secret`);
+  }
+});
+
+test('every mutation bumps the version; the snapshot carries grants, policy and both secrets while in grace', async () => {
+  let now = 1_000_000;
+  const cp = new SqliteControlPlane(join(tempDataDir(), 'control.db'), new SecretBox(randomBytes(32)), () => now);
+  const v0 = await cp.version();
+  await cp.createDataSet('a');
+  await cp.createDataSet('b');
+  const key = await cp.createKey(['a']);
+  await cp.addGrant(key.keyId, 'b');
+  await cp.setPolicy('a', { ip: 'truncate' });
+  const rotated = await cp.rotateKey(key.keyId, 5000);
+  assert.equal(rotated.previousSecretValidUntil, now + 5000);
+  assert.equal(await cp.version(), v0 + 6);
+  const snapshot = await cp.loadSnapshot();
+  const active = snapshot.keys.get(key.keyId)!;
+  assert.deepEqual([...active.dataSets].sort(), ['a', 'b']);
+  assert.equal(active.previous?.validUntil, now + 5000);
+  assert.equal(snapshot.dataSets.get('a')!.policy.ip, 'truncate');
+  assert.equal(snapshot.dataSets.get('a')!.policy.version, 2);
+  assert.equal(await cp.revealSecret(key.keyId), rotated.secret);
+  now += 1;
+  await cp.revokeKey(key.keyId);
+  assert.equal((await cp.loadSnapshot()).keys.get(key.keyId)!.revoked, true);
+  await assert.rejects(cp.rotateKey(key.keyId, 1000), /revoked/);
+  await cp.close();
+});
