@@ -90,7 +90,15 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     settings: { maxConcurrentStreams: 256 },
   });
   // HTTP/1.1 side (allowHTTP1 routes those connections through node:http's machinery).
-  const http1 = server as unknown as { headersTimeout: number; requestTimeout: number; keepAliveTimeout: number };
+  const http1 = server as unknown as {
+    headersTimeout: number;
+    requestTimeout: number;
+    keepAliveTimeout: number;
+    connectionsCheckingInterval: number;
+  };
+  // Node enforces the HTTP/1.1 headers timeout only when it sweeps its connection list, every
+  // 30 s by default: a header trickle would live 30 s instead of headersTimeoutMs. Sweep every second.
+  http1.connectionsCheckingInterval = Math.min(1000, headersTimeoutMs);
   http1.headersTimeout = headersTimeoutMs;
   http1.requestTimeout = requestTimeoutMs;
   http1.keepAliveTimeout = keepAliveTimeoutMs;
