@@ -31,6 +31,11 @@ export interface ServeConfig {
   readonly requestTimeoutMs?: number;
   readonly keepAliveTimeoutMs?: number;
   readonly logLevel?: string;
+  /** Serving processes; 1 runs everything in this process. */
+  readonly workers: number;
+  /** Pre-authentication shedding per client address. */
+  readonly failedAuthPerSecond: number;
+  readonly failedAuthBurst: number;
 }
 
 export const DEFAULT_PORTS: Record<Environment, { port: number; adminPort: number }> = {

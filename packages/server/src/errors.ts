@@ -53,6 +53,9 @@ export const RequestErrors = {
   // 404: wrong version segment
   UNKNOWN_VERSION: def('UNKNOWN_VERSION', 404, () => 'unknown API version: the only version is v1, POST /v1/events'),
 
+  // 429: over a limit; Retry-After says when to come back
+  RATE_LIMITED: def('RATE_LIMITED', 429, (which: string) => `rate limit exceeded: ${which}`),
+
   // 500: not durably queued; retry is safe
   BACKEND_UNAVAILABLE: def('BACKEND_UNAVAILABLE', 500, () => 'ingest backend unavailable'),
 } as const;

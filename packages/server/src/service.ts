@@ -1,7 +1,8 @@
 /**
- * Composition root of one serving node: control plane + credential cache, durable queue, event
- * processor, public TLS server and admin app. `startService` is what `ecapi-ingest serve` runs and
- * what in-process tests use; it listens on both ports and returns a handle to stop it cleanly.
+ * Composition root of one serving process: control plane + credential cache, durable queue, event
+ * processor, rate limiting, public TLS server and (unless it is a worker of a multi-process node)
+ * the admin app. `startService` is what `ecapi-ingest serve` runs and what in-process tests use; it
+ * listens and returns a handle to stop it cleanly.
  */
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -15,30 +16,49 @@ import { buildServer, type PublicServer } from './http/public-server.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { ServiceMetrics } from './observability/service-metrics.js';
 import { SqliteEventQueue } from './queue/sqlite-event-queue.js';
+import type { QueueHealth } from './queue/event-queue.js';
+import { FailedAuthShedder } from './rate-limit/failed-auth-shedder.js';
+import { LocalRateLimiter } from './rate-limit/local-rate-limiter.js';
+import type { RateLimiter } from './rate-limit/rate-limiter.js';
 import { loadTlsMaterial } from './tls/tls-material.js';
 import { createEventProcessor } from './validation/event-processor.js';
 
 export interface RunningService {
   readonly port: number;
+  /** 0 for a worker process, which has no admin port of its own. */
   readonly adminPort: number;
   readonly certFile: string;
   /** Set on the first run of a fresh environment with the demo enabled. */
   readonly demoKey: IssuedKey | null;
   readonly logger: Logger;
+  readonly metrics: ServiceMetrics;
+  queueHealth(): QueueHealth;
   /** Graceful stop: stop accepting, finish in-flight requests, flush the queue, close stores. */
   close(): Promise<void>;
 }
 
-export async function startService(config: ServeConfig, options: { logger?: Logger } = {}): Promise<RunningService> {
+export interface ServiceOptions {
+  readonly logger?: Logger;
+  /** 'worker': one of several processes of a node; the primary owns the admin port and the limits. */
+  readonly role?: 'single' | 'worker';
+  readonly rateLimiter?: RateLimiter;
+}
+
+export function assertAdminExposure(config: ServeConfig): void {
   if (!isLoopbackHost(config.adminHost) && !config.adminToken) {
     throw new Error(
       `the admin port would listen on ${config.adminHost}, beyond loopback: set ECAPI_ADMIN_TOKEN (or --admin-token) to protect it`,
     );
   }
+}
+
+export async function startService(config: ServeConfig, options: ServiceOptions = {}): Promise<RunningService> {
+  const role = options.role ?? 'single';
+  if (role === 'single') assertAdminExposure(config);
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const metrics = new ServiceMetrics();
   const controlPlane = openControlPlane(config.dataDir, config.env);
-  const demoKey = config.demo ? await createDemoIfFresh(controlPlane) : null;
+  const demoKey = role === 'single' && config.demo ? await createDemoIfFresh(controlPlane) : null;
   const credentials = await CredentialCache.start(controlPlane, {
     intervalMs: config.controlPollMs,
     onChange: (snapshot) => {
@@ -49,6 +69,8 @@ export async function startService(config: ServeConfig, options: { logger?: Logg
   });
   const queue = new SqliteEventQueue(queueDbFile(config.dataDir, config.env), metrics);
   const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
+  const rateLimiter = options.rateLimiter ?? new LocalRateLimiter();
+  const failedAuth = new FailedAuthShedder({ perSecond: config.failedAuthPerSecond, burst: config.failedAuthBurst });
 
   const publicServer: PublicServer = buildServer(
     {
@@ -58,30 +80,26 @@ export async function startService(config: ServeConfig, options: { logger?: Logg
       requestTimeoutMs: config.requestTimeoutMs,
       keepAliveTimeoutMs: config.keepAliveTimeoutMs,
     },
-    {
-      credentials: () => credentials.current(),
-      processor: createEventProcessor(),
-      queue,
-      metrics,
-      logger,
-      now: Date.now,
-    },
+    { credentials: () => credentials.current(), processor: createEventProcessor(), queue, metrics, logger, rateLimiter, failedAuth, now: Date.now },
   );
 
   let accepting = false;
-  const admin: FastifyInstance = buildAdminApp(
-    { adminToken: config.adminToken },
-    {
-      metrics,
-      readiness: () => {
-        const health = queue.health();
-        return {
-          ready: accepting && health.writable,
-          checks: { listening: accepting, queue_writable: health.writable, ...(health.lastError ? { queue_error: health.lastError } : {}) },
-        };
-      },
-    },
-  );
+  const admin: FastifyInstance | null =
+    role === 'single'
+      ? buildAdminApp(
+          { adminToken: config.adminToken },
+          {
+            metrics: { contentType: metrics.registry.contentType, text: () => metrics.registry.metrics() },
+            readiness: () => {
+              const health = queue.health();
+              return {
+                ready: accepting && health.writable,
+                checks: { listening: accepting, queue_writable: health.writable, ...(health.lastError ? { queue_error: health.lastError } : {}) },
+              };
+            },
+          },
+        )
+      : null;
 
   await new Promise<void>((resolve, reject) => {
     publicServer.server.once('error', reject);
@@ -90,11 +108,11 @@ export async function startService(config: ServeConfig, options: { logger?: Logg
       resolve();
     });
   });
-  await admin.listen({ port: config.adminPort, host: config.adminHost });
+  if (admin) await admin.listen({ port: config.adminPort, host: config.adminHost });
   accepting = true;
   const port = (publicServer.server.address() as AddressInfo).port;
-  const adminPort = (admin.server.address() as AddressInfo).port;
-  logger.info({ env: config.env, port, admin_port: adminPort, host: config.host }, 'ecapi-ingest listening');
+  const adminPort = admin ? (admin.server.address() as AddressInfo).port : 0;
+  if (role === 'single') logger.info({ env: config.env, port, admin_port: adminPort, host: config.host }, 'ecapi-ingest listening');
 
   let closing: Promise<void> | null = null;
   return {
@@ -103,15 +121,19 @@ export async function startService(config: ServeConfig, options: { logger?: Logg
     certFile: tls.certFile,
     demoKey,
     logger,
+    metrics,
+    queueHealth: () => queue.health(),
     close() {
       closing ??= (async () => {
         accepting = false;
         credentials.stop();
         await publicServer.shutdown();
         await queue.close();
-        await admin.close();
+        rateLimiter.close();
+        failedAuth.close();
+        await admin?.close();
         await controlPlane.close();
-        logger.info('ecapi-ingest stopped');
+        if (role === 'single') logger.info('ecapi-ingest stopped');
         logger.flush();
       })();
       return closing;

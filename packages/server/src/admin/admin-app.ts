@@ -6,17 +6,22 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { ServiceMetrics } from '../observability/service-metrics.js';
 
 export interface AdminAppConfig {
   /** Required when the admin port is reachable from other hosts. */
   readonly adminToken?: string | undefined;
 }
 
+export interface MetricsSource {
+  readonly contentType: string;
+  text(): Promise<string>;
+}
+
 export interface AdminAppDeps {
-  readonly metrics: ServiceMetrics;
+  /** Prometheus exposition: one service's registry, or the aggregate of a node's workers. */
+  readonly metrics: MetricsSource;
   /** Whether the service accepts events now, and why not. */
-  readonly readiness: () => { ready: boolean; checks: Record<string, boolean | string> };
+  readonly readiness: () => { ready: boolean; checks: Record<string, boolean | string | number> };
 }
 
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
@@ -53,8 +58,8 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
   });
 
   app.get('/metrics', async (_request, reply) => {
-    const text = await deps.metrics.registry.metrics();
-    return reply.type(deps.metrics.registry.contentType).send(text);
+    const text = await deps.metrics.text();
+    return reply.type(deps.metrics.contentType).send(text);
   });
 
   return app;

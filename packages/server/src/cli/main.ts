@@ -7,6 +7,8 @@
  * the same SQLite files, in WAL mode, with a busy timeout).
  */
 import { Command, CommanderError, Option } from 'commander';
+import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { DEFAULT_PORTS, parseEnvironment, queueDbFile, type Environment, type ServeConfig } from '../config.js';
 import { openControlPlane } from '../control/open-control-plane.js';
@@ -16,6 +18,10 @@ import { ControlPlaneError } from '../errors.js';
 import { openQueueDatabase, readRecords } from '../queue/sqlite-queue-store.js';
 import { demoBanner } from '../demo.js';
 import { startService } from '../service.js';
+import { runPrimary } from '../cluster/node-primary.js';
+import { runWorker } from '../cluster/node-worker.js';
+import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messages.js';
+import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
 import { CliError, processIo, type CliIo } from './cli-io.js';
 
 interface GlobalOptions {
@@ -51,7 +57,19 @@ function dataSetJson(record: DataSetRecord) {
       merge_window: formatDurationMs(policy.mergeWindowSeconds * 1000),
       version: policy.version,
     },
+    limits: {
+      rps: record.limits.rps,
+      burst_rps: record.limits.burstRps,
+      burst_seconds: record.limits.burstSeconds,
+      eps: record.limits.eps,
+    },
   };
+}
+
+function parsePositive(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new CliError(`invalid number "${value}": expected a positive number`);
+  return n;
 }
 
 function keyJson(record: KeyRecord) {
@@ -118,10 +136,29 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)')
     .option('--tls-key <file>', 'PEM private key')
     .option('--control-poll <duration>', 'how often to pick up control-plane changes', '1s')
+    .addOption(new Option('--workers <n>', 'serving processes (default: one per CPU core)').env('ECAPI_WORKERS'))
+    .option('--failed-auth-rps <n>', 'failed authentications per second one client address may sustain', String(DEFAULT_FAILED_AUTH_LIMITS.perSecond))
+    .option('--failed-auth-burst <n>', 'failed authentications one client address may burst before it gets 429', String(DEFAULT_FAILED_AUTH_LIMITS.burst))
     .action(async (opts: {
       host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string;
-      demo: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string;
+      demo: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string; workers?: string;
+      failedAuthRps: string; failedAuthBurst: string;
     }) => {
+      if (cluster.isWorker) {
+        // A forked worker of `serve --workers N`: the primary passed the resolved configuration.
+        const service = await runWorker(decodeWorkerConfig(io.env[WORKER_CONFIG_ENV]!));
+        serveDone = new Promise<void>((resolveDone) => {
+          // After a clean close, leave the cluster: the IPC channel alone would keep the process alive.
+          process.once('SIGTERM', () => void service.close().then(() => {
+            if (process.connected) process.disconnect();
+            resolveDone();
+          }));
+          process.once('SIGINT', () => {
+            // The primary relays the shutdown; a terminal's Ctrl-C reaches the whole group.
+          });
+        });
+        return;
+      }
       const g = globals();
       const config: ServeConfig = {
         dataDir: g.dataDir,
@@ -135,8 +172,11 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         tlsCert: opts.tlsCert,
         tlsKey: opts.tlsKey,
         controlPollMs: parseDurationMs(opts.controlPoll),
+        workers: opts.workers !== undefined ? Math.floor(parsePositive(opts.workers)) : availableParallelism(),
+        failedAuthPerSecond: parsePositive(opts.failedAuthRps),
+        failedAuthBurst: parsePositive(opts.failedAuthBurst),
       };
-      const service = await startService(config);
+      const service = config.workers > 1 ? await runPrimary(config) : await startService(config);
       if (service.demoKey) {
         io.stderr.write(
           demoBanner({ key: service.demoKey, host: config.host, port: service.port, certFile: service.certFile, env: g.env }) + '\n',
@@ -176,7 +216,10 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         if (g.json) return void out(JSON.stringify(records));
         if (records.length === 0) return void out('no data sets');
         for (const r of records) {
-          out(`${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} (policy v${r.policy.version})`);
+          out(
+            `${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} (policy v${r.policy.version})` +
+              `\trps=${r.limits.rps} burst_rps=${r.limits.burst_rps} burst_seconds=${r.limits.burst_seconds} eps=${r.limits.eps}`,
+          );
         }
       }),
     );
@@ -199,6 +242,25 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         const record = await cp.setPolicy(id, patch);
         const json = dataSetJson(record);
         out(g.json ? JSON.stringify(json) : `data set ${id}: policy v${json.policy.version} ${JSON.stringify(json.policy)}`);
+      }),
+    );
+
+  dataSet
+    .command('limits <id>')
+    .description('override the rate limits of a data set (unset options keep their value)')
+    .option('--rps <n>', 'sustained requests per second (default 1000)')
+    .option('--burst-rps <n>', 'requests in any one second, at most (default 5000)')
+    .option('--burst-seconds <n>', 'how long an idle data set may run at burst-rps (default 60)')
+    .option('--eps <n>', 'sustained events per second across batches (default 100000)')
+    .action((id: string, opts: { rps?: string; burstRps?: string; burstSeconds?: string; eps?: string }) =>
+      withControl(async (cp, g) => {
+        const patch: { rps?: number; burstRps?: number; burstSeconds?: number; eps?: number } = {};
+        if (opts.rps) patch.rps = parsePositive(opts.rps);
+        if (opts.burstRps) patch.burstRps = parsePositive(opts.burstRps);
+        if (opts.burstSeconds) patch.burstSeconds = parsePositive(opts.burstSeconds);
+        if (opts.eps) patch.eps = parsePositive(opts.eps);
+        const json = dataSetJson(await cp.setLimits(id, patch));
+        out(g.json ? JSON.stringify(json) : `data set ${id}: limits ${JSON.stringify(json.limits)}`);
       }),
     );
 

@@ -13,11 +13,14 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type { DataSetPolicy } from './data-set-policy.js';
+import type { DataSetLimits } from '../rate-limit/data-set-limits.js';
 
 export interface DataSetRecord {
   readonly id: string;
   readonly createdAt: number;
   readonly policy: DataSetPolicy;
+  /** Effective rate limits: the defaults overlaid with this data set's overrides. */
+  readonly limits: DataSetLimits;
 }
 
 export interface KeyRecord {
@@ -63,6 +66,7 @@ export interface ControlPlane {
   createDataSet(id: string): Promise<DataSetRecord>;
   listDataSets(): Promise<DataSetRecord[]>;
   setPolicy(dataSetId: string, patch: PolicyPatch): Promise<DataSetRecord>;
+  setLimits(dataSetId: string, patch: Partial<DataSetLimits>): Promise<DataSetRecord>;
 
   createKey(dataSets: readonly string[]): Promise<IssuedKey>;
   rotateKey(keyId: string, graceMs: number): Promise<RotatedKey>;

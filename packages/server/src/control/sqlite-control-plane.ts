@@ -11,6 +11,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ControlPlaneError } from '../errors.js';
 import { DEFAULT_POLICY, type DataSetPolicy } from './data-set-policy.js';
+import { DEFAULT_LIMITS, validateLimits, type DataSetLimits } from '../rate-limit/data-set-limits.js';
 import {
   DATA_SET_ID_PATTERN,
   type ActiveKey,
@@ -30,7 +31,8 @@ INSERT OR IGNORE INTO control_meta (id, version) VALUES (1, 1);
 CREATE TABLE IF NOT EXISTS data_sets (
   id TEXT PRIMARY KEY,
   created_at INTEGER NOT NULL,
-  policy TEXT NOT NULL
+  policy TEXT NOT NULL,
+  limits TEXT
 );
 CREATE TABLE IF NOT EXISTS signing_keys (
   key_id TEXT PRIMARY KEY,
@@ -83,6 +85,9 @@ export class SqliteControlPlane implements ControlPlane {
     this.#db.pragma('busy_timeout = 5000');
     this.#db.pragma('foreign_keys = ON');
     this.#db.exec(SCHEMA);
+    // Files created before rate limits existed lack the column.
+    const columns = this.#db.prepare('PRAGMA table_info(data_sets)').all() as { name: string }[];
+    if (!columns.some((c) => c.name === 'limits')) this.#db.exec('ALTER TABLE data_sets ADD COLUMN limits TEXT');
     this.#box = box;
     this.#now = now;
   }
@@ -92,10 +97,17 @@ export class SqliteControlPlane implements ControlPlane {
   }
 
   #dataSet(id: string): DataSetRecord | undefined {
-    const row = this.#db.prepare('SELECT id, created_at, policy FROM data_sets WHERE id = ?').get(id) as
-      | { id: string; created_at: number; policy: string }
+    const row = this.#db.prepare('SELECT id, created_at, policy, limits FROM data_sets WHERE id = ?').get(id) as
+      | { id: string; created_at: number; policy: string; limits: string | null }
       | undefined;
-    return row && { id: row.id, createdAt: row.created_at, policy: { ...DEFAULT_POLICY, ...JSON.parse(row.policy) } };
+    return (
+      row && {
+        id: row.id,
+        createdAt: row.created_at,
+        policy: Object.freeze({ ...DEFAULT_POLICY, ...JSON.parse(row.policy) }),
+        limits: Object.freeze({ ...DEFAULT_LIMITS, ...(row.limits ? JSON.parse(row.limits) : {}) }),
+      }
+    );
   }
 
   #requireDataSet(id: string): DataSetRecord {
@@ -153,6 +165,26 @@ export class SqliteControlPlane implements ControlPlane {
       const current = this.#requireDataSet(dataSetId);
       const next: DataSetPolicy = { ...current.policy, ...patch, version: current.policy.version + 1 };
       this.#db.prepare('UPDATE data_sets SET policy = ? WHERE id = ?').run(JSON.stringify(next), dataSetId);
+      this.#bump();
+      return this.#requireDataSet(dataSetId);
+    })();
+  }
+
+  async setLimits(dataSetId: string, patch: Partial<DataSetLimits>): Promise<DataSetRecord> {
+    return this.#db.transaction(() => {
+      const current = this.#requireDataSet(dataSetId);
+      const next = { ...current.limits, ...patch };
+      try {
+        validateLimits(next);
+      } catch (error) {
+        throw new ControlPlaneError((error as Error).message);
+      }
+      const overrides = Object.fromEntries(
+        Object.entries(next).filter(([name, value]) => DEFAULT_LIMITS[name as keyof DataSetLimits] !== value),
+      );
+      this.#db
+        .prepare('UPDATE data_sets SET limits = ? WHERE id = ?')
+        .run(Object.keys(overrides).length > 0 ? JSON.stringify(overrides) : null, dataSetId);
       this.#bump();
       return this.#requireDataSet(dataSetId);
     })();

@@ -16,6 +16,9 @@ import type { EventProcessor, EventPolicyMeta } from '../validation/event-check.
 import type { EventQueue } from '../queue/event-queue.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
 import { rejectionReasonOf } from '../observability/service-metrics.js';
+import type { RateLimiter, Admission } from '../rate-limit/rate-limiter.js';
+import type { DataSetLimits } from '../rate-limit/data-set-limits.js';
+import type { LimitName } from '../rate-limit/data-set-buckets.js';
 import { acceptsJson, isJsonContentType } from './media-types.js';
 import { parseEvents } from './payload.js';
 
@@ -28,6 +31,8 @@ export interface EventsOutcome {
   readonly rejected: number;
   /** Registry code of a request-level error, for the log line. */
   readonly errorCode?: string;
+  /** Rate-limit headers (and Retry-After on a 429) of an authenticated request. */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 export interface EventsRequestDeps {
@@ -35,7 +40,26 @@ export interface EventsRequestDeps {
   readonly processor: EventProcessor;
   readonly queue: EventQueue;
   readonly metrics: ServiceMetrics;
+  readonly rateLimiter: RateLimiter;
   readonly now: () => number;
+}
+
+/** The `<which limit>` of `rate limit exceeded: <which limit>`. */
+function limitDescription(limit: LimitName, limits: DataSetLimits): string {
+  switch (limit) {
+    case 'burst':
+      return `burst of ${limits.burstRps} requests per second`;
+    case 'requests':
+      return `${limits.rps} requests per second sustained`;
+    case 'events':
+      return `${limits.eps} events per second`;
+  }
+}
+
+class RateLimited extends RequestError {
+  constructor(readonly admission: Admission, limits: DataSetLimits) {
+    super('RATE_LIMITED', requestError('RATE_LIMITED', limitDescription(admission.limit!, limits)).message);
+  }
 }
 
 interface EventError {
@@ -60,7 +84,7 @@ export async function handleEventsRequest(
 ): Promise<EventsOutcome> {
   const nowMs = deps.now();
   const snapshot = deps.credentials();
-  let ids: { dataSetId?: string; keyId?: string } = {};
+  let ids: { dataSetId?: string; keyId?: string; headers?: Readonly<Record<string, string>> } = {};
   try {
     if (isBearer(headers.authorization)) throw requestError('BEARER_NOT_ENABLED');
     const principal = authenticate(headers, body, snapshot, nowMs);
@@ -70,6 +94,13 @@ export async function handleEventsRequest(
     if (!isJsonContentType(contentType)) throw requestError('UNSUPPORTED_CONTENT_TYPE', contentType ?? '');
     if (!acceptsJson(headers.accept)) throw requestError('NOT_ACCEPTABLE');
     if (!isAuthorized(principal.key, headerDataSet, snapshot)) throw requestError('NOT_AUTHORIZED', headerDataSet);
+
+    // Every authenticated and authorized request counts, whatever its outcome.
+    const dataSet = snapshot.dataSets.get(headerDataSet)!;
+    const admitRequest = deps.rateLimiter.admit(headerDataSet, dataSet.limits, 1, 0);
+    const requestAdmission = admitRequest instanceof Promise ? await admitRequest : admitRequest;
+    ids = { ...ids, headers: requestAdmission.headers };
+    if (!requestAdmission.ok) throw new RateLimited(requestAdmission, dataSet.limits);
 
     const events = parseEvents(body);
 
@@ -83,7 +114,12 @@ export async function handleEventsRequest(
       }
     }
 
-    const policy = snapshot.dataSets.get(headerDataSet)!.policy;
+    const admitEvents = deps.rateLimiter.admit(headerDataSet, dataSet.limits, 0, events.length);
+    const eventsAdmission = admitEvents instanceof Promise ? await admitEvents : admitEvents;
+    ids = { ...ids, headers: eventsAdmission.headers };
+    if (!eventsAdmission.ok) throw new RateLimited(eventsAdmission, dataSet.limits);
+
+    const policy = dataSet.policy;
     const context = { nowSeconds: Math.floor(nowMs / 1000), policy };
     const accepted: Record<string, unknown>[] = [];
     const metas: (EventPolicyMeta | undefined)[] = [];
@@ -153,6 +189,13 @@ export async function handleEventsRequest(
       ...ids,
     };
   } catch (error) {
+    if (error instanceof RateLimited) {
+      deps.metrics.rateLimited.inc({ limit: error.admission.limit! });
+      return requestErrorOutcome(error, {
+        ...ids,
+        headers: { ...error.admission.headers, 'retry-after': String(error.admission.retryAfterSeconds) },
+      });
+    }
     if (error instanceof RequestError) return requestErrorOutcome(error, ids);
     throw error;
   }

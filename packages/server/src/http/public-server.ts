@@ -23,6 +23,7 @@ import type { Logger } from '../observability/logger.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
 import { requestError } from '../errors.js';
 import { gatewayAnswer, pathOf } from './gateway.js';
+import type { FailedAuthShedder } from '../rate-limit/failed-auth-shedder.js';
 import { handleEventsRequest, requestErrorOutcome, type EventsOutcome, type EventsRequestDeps } from './events-request.js';
 
 export interface PublicServerConfig {
@@ -36,6 +37,7 @@ export interface PublicServerConfig {
 export interface PublicServerDeps extends EventsRequestDeps {
   readonly logger: Logger;
   readonly metrics: ServiceMetrics;
+  readonly failedAuth: FailedAuthShedder;
 }
 
 type Request = IncomingMessage | Http2ServerRequest;
@@ -129,7 +131,9 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
 
   const finish = (req: Request, res: Response, requestId: string, started: number, outcome: EventsOutcome | { status: number }, extraHeaders?: Record<string, string>): void => {
     const body = 'body' in outcome ? outcome.body : '';
-    send(res, outcome.status, body, requestId, shuttingDown && !('stream' in req) ? { ...extraHeaders, connection: 'close' } : extraHeaders);
+    const headers = { ...(outcome as EventsOutcome).headers, ...extraHeaders };
+    if (shuttingDown && !('stream' in req)) headers.connection = 'close';
+    send(res, outcome.status, body, requestId, headers);
     const latencyMs = performance.now() - started;
     deps.metrics.requests.inc({ status: String(outcome.status) });
     deps.metrics.requestDuration.observe(latencyMs / 1000);
@@ -168,6 +172,19 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
       finish(req, res, requestId, started, { status: gateway.status, body: gateway.body, accepted: 0, rejected: 0 }, extra);
       // The body of a request we don't serve is not read.
       closeAfterResponse(req, res);
+      return;
+    }
+
+    const address = (socket?.remoteAddress ?? '').replace(/^::ffff:/, '');
+    const shedFor = deps.failedAuth.shedSeconds(address);
+    if (shedFor > 0) {
+      deps.metrics.rateLimited.inc({ limit: 'failed_auth' });
+      closeAfterResponse(req, res);
+      finish(
+        req, res, requestId, started,
+        requestErrorOutcome(requestError('RATE_LIMITED', 'too many failed authentication attempts from this address')),
+        { 'retry-after': String(shedFor) },
+      );
       return;
     }
 
@@ -211,7 +228,10 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
       stop();
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
       handleEventsRequest(deps, req.headers, body, requestId).then(
-        (outcome) => finish(req, res, requestId, started, outcome),
+        (outcome) => {
+          if (outcome.status === 401) deps.failedAuth.recordFailure(address);
+          finish(req, res, requestId, started, outcome);
+        },
         (error: unknown) => {
           deps.logger.error({ request_id: requestId, err: { type: (error as Error)?.name, message: (error as Error)?.message } }, 'request failed');
           finish(req, res, requestId, started, requestErrorOutcome(requestError('BACKEND_UNAVAILABLE')));

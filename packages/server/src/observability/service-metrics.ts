@@ -82,12 +82,23 @@ export class ServiceMetrics implements QueueCommitObserver {
     name: 'ecapi_queue_writable',
     help: '1 when the last queue commit succeeded, 0 after a failure until one succeeds',
     registers: [this.registry],
+    aggregator: 'min',
+  });
+  readonly rateLimited = new Counter({
+    name: 'ecapi_rate_limited_total',
+    help: 'Requests answered 429, by limit (burst, requests, events, failed_auth)',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
   });
   readonly credentialsVersion = new Gauge({
     name: 'ecapi_control_plane_version',
     help: 'Version of the control-plane snapshot the server is using',
     registers: [this.registry],
+    aggregator: 'min',
   });
+
+  /** Called after every commit outcome; a worker process uses it to tell its primary at once. */
+  onHealthChange: (() => void) | null = null;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'ecapi_process_' });
@@ -98,11 +109,14 @@ export class ServiceMetrics implements QueueCommitObserver {
     this.commitRequests.observe(info.requests);
     this.commitEvents.observe(info.events);
     this.commitDuration.observe(info.durationMs / 1000);
-    this.queueWritable.set(1);
   }
 
   onFailure(): void {
     this.commitFailures.inc();
-    this.queueWritable.set(0);
+  }
+
+  onHealth(health: { readonly writable: boolean }): void {
+    this.queueWritable.set(health.writable ? 1 : 0);
+    this.onHealthChange?.();
   }
 }

@@ -59,8 +59,10 @@ export interface EventQueue {
   close(): Promise<void>;
 }
 
-/** Observes commits, for metrics. Called on the serving thread. */
+/** Observes commits, for metrics and readiness. Called on the serving thread. */
 export interface QueueCommitObserver {
   onCommit(info: { readonly requests: number; readonly events: number; readonly durationMs: number }): void;
   onFailure(info: { readonly requests: number; readonly events: number }): void;
+  /** Health changed: the first failure, or the first success after failures (including a probe). */
+  onHealth(health: QueueHealth): void;
 }

@@ -9,6 +9,8 @@
  * - An append's promise resolves only from the writer's reply to the commit that holds it.
  * - A failed commit rejects every append in it (the request answers 500; nothing is acknowledged),
  *   marks the queue unwritable, and the next append simply tries again: recovery needs no restart.
+ *   While unwritable and idle, an empty transaction probes the store every PROBE_INTERVAL_MS, so
+ *   readiness turns true again when the fault clears even if no request arrives here.
  * - If the writer thread dies, everything in flight is rejected and a new thread is started.
  */
 import { Worker } from 'node:worker_threads';
@@ -33,6 +35,7 @@ interface PendingAppend {
 
 /** Upper bound of events per commit, so one group never holds an unbounded transaction. */
 const MAX_EVENTS_PER_COMMIT = 20_000;
+const PROBE_INTERVAL_MS = 500;
 
 export class SqliteEventQueue implements EventQueue {
   readonly #file: string;
@@ -44,6 +47,7 @@ export class SqliteEventQueue implements EventQueue {
   #health: QueueHealth = { writable: true, lastError: null };
   #closed = false;
   #drained: (() => void) | null = null;
+  #probeTimer: NodeJS.Timeout | null = null;
 
   constructor(file: string, observer?: QueueCommitObserver) {
     this.#file = file;
@@ -68,9 +72,27 @@ export class SqliteEventQueue implements EventQueue {
     return worker;
   }
 
+  #setHealth(health: QueueHealth): void {
+    const changed = health.writable !== this.#health.writable;
+    this.#health = health;
+    if (!changed) return;
+    this.#observer?.onHealth(health);
+    if (!health.writable && !this.#probeTimer) {
+      this.#probeTimer = setInterval(() => {
+        // Only when idle: a real append is as good a probe, and nothing may overtake a pending one.
+        if (this.#inFlight || this.#pending.length > 0 || this.#closed) return;
+        this.#send([]);
+      }, PROBE_INTERVAL_MS);
+      this.#probeTimer.unref();
+    } else if (health.writable && this.#probeTimer) {
+      clearInterval(this.#probeTimer);
+      this.#probeTimer = null;
+    }
+  }
+
   #onWorkerDeath(error: Error): void {
     if (this.#closed) return;
-    this.#health = { writable: false, lastError: error.message };
+    this.#setHealth({ writable: false, lastError: error.message });
     const inFlight = this.#inFlight;
     this.#inFlight = null;
     if (inFlight) this.#fail(inFlight.group, error);
@@ -81,6 +103,7 @@ export class SqliteEventQueue implements EventQueue {
   }
 
   #fail(group: PendingAppend[], cause: Error): void {
+    if (group.length === 0) return;
     this.#observer?.onFailure({ requests: group.length, events: group.reduce((n, p) => n + p.segment.count, 0) });
     const error = new QueueUnavailableError(`queue commit failed: ${cause.message}`, { cause });
     for (const pending of group) pending.reject(error);
@@ -91,15 +114,17 @@ export class SqliteEventQueue implements EventQueue {
     if (!inFlight || inFlight.id !== reply.id) return;
     this.#inFlight = null;
     if (reply.ok) {
-      this.#health = { writable: true, lastError: null };
+      this.#setHealth({ writable: true, lastError: null });
       let events = 0;
       inFlight.group.forEach((pending, i) => {
         events += pending.segment.count;
         pending.resolve({ firstSeq: reply.firstSeqs[i]!, count: pending.segment.count });
       });
-      this.#observer?.onCommit({ requests: inFlight.group.length, events, durationMs: reply.durationMs });
+      if (inFlight.group.length > 0) {
+        this.#observer?.onCommit({ requests: inFlight.group.length, events, durationMs: reply.durationMs });
+      }
     } else {
-      this.#health = { writable: false, lastError: reply.message };
+      this.#setHealth({ writable: false, lastError: reply.message });
       this.#fail(inFlight.group, new Error(reply.message));
     }
     this.#flush();
@@ -116,7 +141,10 @@ export class SqliteEventQueue implements EventQueue {
       events += this.#pending[take]!.segment.count;
       take++;
     }
-    const group = this.#pending.splice(0, take);
+    this.#send(this.#pending.splice(0, take));
+  }
+
+  #send(group: PendingAppend[]): void {
     const request: WriterRequest = { id: this.#nextId++, segments: group.map((p) => p.segment) };
     this.#inFlight = { id: request.id, group };
     this.#worker.postMessage(request);
@@ -160,6 +188,7 @@ export class SqliteEventQueue implements EventQueue {
       await new Promise<void>((resolve) => (this.#drained = resolve));
     }
     this.#closed = true;
+    if (this.#probeTimer) clearInterval(this.#probeTimer);
     this.#worker.removeAllListeners();
     await this.#worker.terminate();
   }

@@ -1,43 +1,104 @@
 /**
- * Interim event processor: required fields and their types only. Replaced by the complete
- * ECAPI 1.0 schema + privacy policy (issue 3).
+ * The ECAPI 1.0 event processor: validation (steps 3) and privacy policy (step 4) of request
+ * handling. createEventProcessor() is called once at startup: it loads the published JSON Schema,
+ * compiles it with Ajv once and derives the document-order walker from it. check() is the hot
+ * path: no compilation, no I/O, no logging, never throws for any input.
+ *
+ * check():
+ * 1. Fast path (almost every real event): Ajv (allErrors: false) validates types, enums, members
+ *    and required fields; then the walker checks only the fields that carry a custom rule
+ *    (hash rule, formats, timestamp window, conditional requirements, GPP validity).
+ * 2. Otherwise the walker walks the whole event once in document order and returns its first
+ *    problem in the spec's message shapes (removing null members, which mean "absent"); if it
+ *    finds none, the cleaned event must pass Ajv (a null was Ajv's only objection).
+ * 3. The data set's privacy policy, on accepted events only.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import type { ErrorObject } from 'ajv';
+import type { ErrorObject, ValidateFunction } from 'ajv';
 import { EventErrors } from '../errors.js';
+import { applyPolicy } from '../privacy/apply-policy.js';
+import { createGppDecoder } from '../privacy/gpp.js';
+import type { GppDecoder } from '../privacy/gpp.js';
 import type { EventCheck, EventCheckContext, EventProcessor } from './event-check.js';
+import { fromJsonPointer, joinPath } from './paths.js';
+import { buildEventModel, loadEventSchema } from './schema-model.js';
+import type { JsonSchema } from './schema-model.js';
+import { EventWalker } from './walker.js';
+import type { WalkFindings } from './walker.js';
 
-const minimalSchema = {
-  type: 'object',
-  required: ['data_set_id', 'timestamp', 'event_type'],
-  properties: {
-    data_set_id: { type: 'string', minLength: 1 },
-    timestamp: { type: 'integer' },
-    event_type: { type: 'string' },
-    id: { type: 'string' },
-    value: { type: 'number' },
-    currency_code: { type: 'string' },
-    user_data: { type: 'object' },
-    properties: { type: 'object' },
-  },
-} as const;
-
-function messageFor(error: ErrorObject): string {
-  const path = error.instancePath.replace(/^\//, '').replace(/\//g, '.');
-  if (error.keyword === 'required') {
-    const missing = (error.params as { missingProperty: string }).missingProperty;
-    return EventErrors.MISSING_FIELD.message(path ? `${path}.${missing}` : missing);
-  }
-  return EventErrors.SCHEMA.message(`${path || 'event'} ${error.message ?? 'is invalid'}`);
+export interface EventProcessorOptions {
+  /** Defaults to the schema published in @ecapi-ingest/protocol. */
+  readonly schema?: JsonSchema;
+  readonly gppDecoder?: GppDecoder;
 }
 
-export function createEventProcessor(): EventProcessor {
+/**
+ * $defs whose string rules the walker implements itself (hash rule, ISO code lists, IP, URL,
+ * calendar date), with sender-actionable messages and stricter than the schema's pattern or
+ * format. The server's Ajv copy drops their pattern/format/anyOf: evaluating a regular
+ * expression twice per hashed identifier would cost more than all other checks together.
+ * Everything else of the schema (types, enums, required, additionalProperties, ranges) stays.
+ */
+export const WALKER_ENFORCED_DEFS = ['Sha256Hex', 'CurrencyCode', 'CountryCode', 'IpAddress', 'HttpUrl', 'CalendarDate'] as const;
+
+export function serverSchema(schema: JsonSchema): JsonSchema {
+  const copy = structuredClone(schema);
+  const defs = copy['$defs'] as Record<string, JsonSchema>;
+  for (const name of WALKER_ENFORCED_DEFS) {
+    const def = defs[name];
+    if (def === undefined) throw new Error(`event schema: $defs/${name} missing`);
+    delete def['pattern'];
+    delete def['format'];
+    delete def['anyOf'];
+  }
+  return copy;
+}
+
+export function compileEventSchema(schema: JsonSchema): ValidateFunction {
   const ajv = new Ajv2020({ allErrors: false, strict: true });
-  const validate = ajv.compile(minimalSchema);
+  return ajv.compile(serverSchema(schema));
+}
+
+/** Ajv's first error in the per-event message shapes (only reached if the walker missed something). */
+export function ajvErrorMessage(error: ErrorObject): string {
+  const at = fromJsonPointer(error.instancePath);
+  if (error.keyword === 'required' || error.keyword === 'dependentRequired') {
+    const missing = (error.params as { missingProperty: string }).missingProperty;
+    return EventErrors.MISSING_FIELD.message(at === 'event' ? missing : joinPath(at, missing));
+  }
+  if (error.keyword === 'additionalProperties') {
+    const extra = (error.params as { additionalProperty: string }).additionalProperty;
+    return EventErrors.SCHEMA.message(`unknown field ${joinPath(at === 'event' ? '' : at, extra)}`);
+  }
+  return EventErrors.SCHEMA.message(`${at} ${error.message ?? 'is invalid'}`);
+}
+
+export function createEventProcessor(options: EventProcessorOptions = {}): EventProcessor {
+  const schema = options.schema ?? loadEventSchema();
+  const validate = compileEventSchema(schema);
+  const walker = new EventWalker(buildEventModel(schema), options.gppDecoder ?? createGppDecoder());
+
   return {
-    check(event: unknown, _context: EventCheckContext): EventCheck {
-      if (validate(event)) return { ok: true, event: event as unknown as Record<string, unknown>, meta: undefined };
-      return { ok: false, error: messageFor(validate.errors![0]!) };
+    check(event: unknown, context: EventCheckContext): EventCheck {
+      const findings: WalkFindings = { gpp: undefined };
+      let error: string | undefined;
+      try {
+        // Fast path: Ajv accepts and every custom rule passes. Otherwise the walker finds the
+        // first problem in document order (removing null members on the way); if it finds none
+        // (the event only had nulls Ajv objected to), Ajv checks the cleaned event once more.
+        if (!(validate(event) && walker.rulesPass(event as Record<string, unknown>, context.nowSeconds, context.policy.maxAgeSeconds, findings))) {
+          error = walker.walk(event, context.nowSeconds, context.policy.maxAgeSeconds, findings);
+          if (error === undefined && !validate(event)) error = ajvErrorMessage(validate.errors![0]!);
+        }
+      } catch {
+        // Defensive: no input may make check() throw (e.g. a getter-laden object from a caller).
+        error = EventErrors.SCHEMA.message('event could not be validated');
+      }
+      if (error !== undefined) return { ok: false, error };
+      const accepted = event as Record<string, unknown>;
+      const outcome = applyPolicy(accepted, findings.gpp, context.policy);
+      if (!outcome.ok) return { ok: false, error: outcome.error };
+      return { ok: true, event: accepted, meta: outcome.meta };
     },
   };
 }

@@ -1,0 +1,26 @@
+/** Messages between the primary of `serve --workers N` and its workers (besides rate-limit leases). */
+import type { ServeConfig } from '../config.js';
+
+/** The environment variable carrying the serve configuration to forked workers. */
+export const WORKER_CONFIG_ENV = 'ECAPI_WORKER_CONFIG';
+
+export interface WorkerListening {
+  readonly type: 'ecapi:listening';
+  readonly port: number;
+}
+
+export interface WorkerHealth {
+  readonly type: 'ecapi:health';
+  readonly writable: boolean;
+  readonly lastError: string | null;
+}
+
+export type WorkerMessage = WorkerListening | WorkerHealth;
+
+export function encodeWorkerConfig(config: ServeConfig): string {
+  return JSON.stringify(config);
+}
+
+export function decodeWorkerConfig(text: string): ServeConfig {
+  return JSON.parse(text) as ServeConfig;
+}
