@@ -20,6 +20,7 @@ import type { QueueHealth } from './queue/event-queue.js';
 import { FailedAuthShedder } from './rate-limit/failed-auth-shedder.js';
 import { LocalRateLimiter } from './rate-limit/local-rate-limiter.js';
 import type { RateLimiter } from './rate-limit/rate-limiter.js';
+import type { IngestOutcomeRecorder } from './analytics/ingest-outcome-recorder.js';
 import { loadTlsMaterial } from './tls/tls-material.js';
 import { createEventProcessor } from './validation/event-processor.js';
 
@@ -42,6 +43,7 @@ export interface ServiceOptions {
   /** 'worker': one of several processes of a node; the primary owns the admin port and the limits. */
   readonly role?: 'single' | 'worker';
   readonly rateLimiter?: RateLimiter;
+  readonly outcomes?: IngestOutcomeRecorder;
 }
 
 export function assertAdminExposure(config: ServeConfig): void {
@@ -80,7 +82,17 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       requestTimeoutMs: config.requestTimeoutMs,
       keepAliveTimeoutMs: config.keepAliveTimeoutMs,
     },
-    { credentials: () => credentials.current(), processor: createEventProcessor(), queue, metrics, logger, rateLimiter, failedAuth, now: Date.now },
+    {
+      credentials: () => credentials.current(),
+      processor: createEventProcessor(),
+      queue,
+      metrics,
+      logger,
+      rateLimiter,
+      failedAuth,
+      now: Date.now,
+      ...(options.outcomes ? { outcomes: options.outcomes } : {}),
+    },
   );
 
   let accepting = false;

@@ -23,12 +23,8 @@ import { runWorker } from '../cluster/node-worker.js';
 import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messages.js';
 import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
 import { CliError, processIo, type CliIo } from './cli-io.js';
+import type { CliContext, GlobalOptions } from './cli-context.js';
 
-interface GlobalOptions {
-  dataDir: string;
-  env: Environment;
-  json: boolean;
-}
 
 function parsePort(value: string): number {
   const port = Number(value);
@@ -91,6 +87,11 @@ function oneOf<T extends string>(name: string, allowed: readonly T[]) {
   };
 }
 
+type CommandModule = (program: Command, ctx: CliContext) => void;
+
+/** Command groups kept in their own files; each adds its commands to the program. */
+const commandModules: CommandModule[] = [];
+
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const out = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   let exitCode = 0;
@@ -121,6 +122,19 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     } finally {
       await cp.close();
     }
+  };
+
+  const ctx: CliContext = {
+    io,
+    out,
+    globals,
+    withControl,
+    keepAlive: (done) => {
+      serveDone = done;
+    },
+    setExitCode: (code) => {
+      exitCode = code;
+    },
   };
 
   // serve
@@ -352,6 +366,9 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         db.close();
       }
     });
+
+  // Command groups that live in their own modules register here.
+  for (const register of commandModules) register(program, ctx);
 
   try {
     await program.parseAsync(argv as string[], { from: 'user' });

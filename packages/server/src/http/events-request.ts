@@ -19,6 +19,7 @@ import { rejectionReasonOf } from '../observability/service-metrics.js';
 import type { RateLimiter, Admission } from '../rate-limit/rate-limiter.js';
 import type { DataSetLimits } from '../rate-limit/data-set-limits.js';
 import type { LimitName } from '../rate-limit/data-set-buckets.js';
+import type { IngestOutcomeRecorder } from '../analytics/ingest-outcome-recorder.js';
 import { acceptsJson, isJsonContentType } from './media-types.js';
 import { parseEvents } from './payload.js';
 
@@ -42,6 +43,8 @@ export interface EventsRequestDeps {
   readonly metrics: ServiceMetrics;
   readonly rateLimiter: RateLimiter;
   readonly now: () => number;
+  /** Analytics hook: per-event outcomes of each validated request (counts and messages only). */
+  readonly outcomes?: IngestOutcomeRecorder;
 }
 
 /** The `<which limit>` of `rate limit exceeded: <which limit>`. */
@@ -67,6 +70,8 @@ interface EventError {
   event_id: string | null;
   error: string;
 }
+
+const NO_ERRORS: readonly string[] = Object.freeze([]);
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -149,6 +154,7 @@ export async function handleEventsRequest(
     }
 
     if (accepted.length === 0) {
+      deps.outcomes?.record(headerDataSet, nowMs, 0, errors.map((e) => e.error));
       return {
         status: 400,
         body: JSON.stringify({ accepted: 0, rejected: errors.length, errors }),
@@ -177,6 +183,7 @@ export async function handleEventsRequest(
     }
     deps.metrics.queueAppendDuration.observe((performance.now() - appendStarted) / 1000);
     deps.metrics.eventsAccepted.inc(accepted.length);
+    deps.outcomes?.record(headerDataSet, nowMs, accepted.length, errors.length === 0 ? NO_ERRORS : errors.map((e) => e.error));
 
     if (errors.length === 0) {
       return { status: 200, body: `{"accepted":${accepted.length}}`, accepted: accepted.length, rejected: 0, ...ids };
