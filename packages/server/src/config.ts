@@ -5,6 +5,8 @@
  *   <data-dir>/tls/localhost-*.pem        generated self-signed certificate (when no --tls-cert)
  *   <data-dir>/<env>/control.db           data sets, keys (sealed), grants, policies
  *   <data-dir>/<env>/queue.db             the durable event queue
+ *   <data-dir>/<env>/view.db              merged view, identities, analytics, consumer offset
+ *   <data-dir>/<env>/ingest-stats.db      ingest outcome counts (accepted / rejected by reason)
  *
  * `<env>` is `production` or `test`: two fully separate environments (credentials, queue, ports)
  * that share nothing but the master key and the certificate.
@@ -36,6 +38,8 @@ export interface ServeConfig {
   /** Pre-authentication shedding per client address. */
   readonly failedAuthPerSecond: number;
   readonly failedAuthBurst: number;
+  /** False with --no-rate-limit: data-set limits are not enforced (quotas live elsewhere). */
+  readonly rateLimit?: boolean;
 }
 
 export const DEFAULT_PORTS: Record<Environment, { port: number; adminPort: number }> = {
@@ -58,4 +62,14 @@ export function controlDbFile(dataDir: string, env: Environment): string {
 
 export function queueDbFile(dataDir: string, env: Environment): string {
   return join(environmentDir(dataDir, env), 'queue.db');
+}
+
+/** The merged view, identities, view analytics and the consumer offset (written by the consumer). */
+export function viewDbFile(dataDir: string, env: Environment): string {
+  return join(environmentDir(dataDir, env), 'view.db');
+}
+
+/** Ingest outcome counts (accepted, rejected by reason), written by the serving processes. */
+export function ingestStatsDbFile(dataDir: string, env: Environment): string {
+  return join(environmentDir(dataDir, env), 'ingest-stats.db');
 }

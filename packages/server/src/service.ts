@@ -19,6 +19,7 @@ import { SqliteEventQueue } from './queue/sqlite-event-queue.js';
 import type { QueueHealth } from './queue/event-queue.js';
 import { FailedAuthShedder } from './rate-limit/failed-auth-shedder.js';
 import { LocalRateLimiter } from './rate-limit/local-rate-limiter.js';
+import { UnlimitedRateLimiter } from './rate-limit/unlimited-rate-limiter.js';
 import type { RateLimiter } from './rate-limit/rate-limiter.js';
 import type { IngestOutcomeRecorder } from './analytics/ingest-outcome-recorder.js';
 import { loadTlsMaterial } from './tls/tls-material.js';
@@ -71,7 +72,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   });
   const queue = new SqliteEventQueue(queueDbFile(config.dataDir, config.env), metrics);
   const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
-  const rateLimiter = options.rateLimiter ?? new LocalRateLimiter();
+  const rateLimiter = config.rateLimit === false ? new UnlimitedRateLimiter() : (options.rateLimiter ?? new LocalRateLimiter());
   const failedAuth = new FailedAuthShedder({ perSecond: config.failedAuthPerSecond, burst: config.failedAuthBurst });
 
   const publicServer: PublicServer = buildServer(

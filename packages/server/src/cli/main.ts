@@ -152,11 +152,12 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .option('--control-poll <duration>', 'how often to pick up control-plane changes', '1s')
     .addOption(new Option('--workers <n>', 'serving processes (default: one per CPU core)').env('ECAPI_WORKERS'))
     .option('--failed-auth-rps <n>', 'failed authentications per second one client address may sustain', String(DEFAULT_FAILED_AUTH_LIMITS.perSecond))
+    .option('--no-rate-limit', 'do not enforce data-set rate limits (when a gateway in front enforces quotas)')
     .option('--failed-auth-burst <n>', 'failed authentications one client address may burst before it gets 429', String(DEFAULT_FAILED_AUTH_LIMITS.burst))
     .action(async (opts: {
       host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string;
       demo: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string; workers?: string;
-      failedAuthRps: string; failedAuthBurst: string;
+      failedAuthRps: string; failedAuthBurst: string; rateLimit: boolean;
     }) => {
       if (cluster.isWorker) {
         // A forked worker of `serve --workers N`: the primary passed the resolved configuration.
@@ -189,6 +190,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         workers: opts.workers !== undefined ? Math.floor(parsePositive(opts.workers)) : availableParallelism(),
         failedAuthPerSecond: parsePositive(opts.failedAuthRps),
         failedAuthBurst: parsePositive(opts.failedAuthBurst),
+        rateLimit: opts.rateLimit,
       };
       const service = config.workers > 1 ? await runPrimary(config) : await startService(config);
       if (service.demoKey) {
