@@ -12,11 +12,11 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { EventErrors, QueueUnavailableError, RequestError, requestError } from '../errors.js';
 import { authenticate, isAuthorized, isBearer } from '../auth/request-authenticator.js';
 import type { CredentialSnapshot } from '../control/control-plane.js';
-import type { EventProcessor, EventPolicyMeta } from '../validation/event-check.js';
+import type { EventCheckContext, EventProcessor, EventPolicyMeta } from '../validation/event-check.js';
 import type { EventQueue } from '../queue/event-queue.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
 import { rejectionReasonOf } from '../observability/service-metrics.js';
-import type { RateLimiter, Admission } from '../rate-limit/rate-limiter.js';
+import { rateLimitHeaders, type RateLimiter, type Admission } from '../rate-limit/rate-limiter.js';
 import type { DataSetLimits } from '../rate-limit/data-set-limits.js';
 import type { LimitName } from '../rate-limit/data-set-buckets.js';
 import type { IngestOutcomeRecorder } from '../analytics/ingest-outcome-recorder.js';
@@ -73,12 +73,59 @@ interface EventError {
 
 const NO_ERRORS: readonly string[] = Object.freeze([]);
 
+function withoutBom(body: Buffer): Buffer {
+  return body.length >= 3 && body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? body.subarray(3) : body;
+}
+
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 export function requestErrorOutcome(error: RequestError, extra: Partial<EventsOutcome> = {}): EventsOutcome {
   return { status: error.status, body: JSON.stringify({ error: error.message }), accepted: 0, rejected: 0, errorCode: error.code, ...extra };
+}
+
+interface CheckedEvents {
+  accepted: Record<string, unknown>[];
+  metas: (EventPolicyMeta | undefined)[];
+  readonly errors: EventError[];
+  /** Some accepted event differs from what was sent (nulls removed, policy applied). */
+  readonly modified: boolean;
+}
+
+const EMPTY_EVENTS: Record<string, unknown>[] = [];
+
+/** Step 8: each event's data set, then schema, rules and privacy policy; one outcome per event. */
+function checkEvents(deps: EventsRequestDeps, events: readonly unknown[], headerDataSet: string, context: EventCheckContext): CheckedEvents {
+  const accepted: Record<string, unknown>[] = [];
+  const metas: (EventPolicyMeta | undefined)[] = [];
+  const errors: EventError[] = [];
+  let modified = false;
+  for (let index = 0; index < events.length; index++) {
+    const event = events[index];
+    let error: string | undefined;
+    if (!isPlainObject(event)) {
+      error = EventErrors.SCHEMA.message('event must be a JSON object');
+    } else if (typeof event.data_set_id === 'string' && event.data_set_id !== headerDataSet) {
+      error = EventErrors.INVALID_FIELD.message('data_set_id', 'must equal X-Service-Data-Set');
+    } else {
+      const check = deps.processor.check(event, context);
+      if (check.ok) {
+        accepted.push(check.event);
+        metas.push(check.meta);
+        if (check.modified) modified = true;
+        if (check.meta?.piiRedacted) {
+          for (const field of check.meta.piiRedacted) deps.metrics.piiRedactions.inc({ field });
+        }
+        continue;
+      }
+      error = check.error;
+    }
+    const eventId = isPlainObject(event) && typeof event.id === 'string' ? event.id : null;
+    errors.push({ index, event_id: eventId, error });
+    deps.metrics.eventsRejected.inc({ reason: rejectionReasonOf(error) });
+  }
+  return { accepted, metas, errors, modified };
 }
 
 export async function handleEventsRequest(
@@ -89,7 +136,11 @@ export async function handleEventsRequest(
 ): Promise<EventsOutcome> {
   const nowMs = deps.now();
   const snapshot = deps.credentials();
-  let ids: { dataSetId?: string; keyId?: string; headers?: Readonly<Record<string, string>> } = {};
+  let ids: { dataSetId?: string; keyId?: string } = {};
+  // The last admission decides the RateLimit headers of whatever answer this request gets.
+  let admission: Admission | undefined;
+  const withHeaders = <T extends EventsOutcome>(outcome: T): T =>
+    admission?.view ? { ...outcome, headers: rateLimitHeaders(admission.view) } : outcome;
   try {
     if (isBearer(headers.authorization)) throw requestError('BEARER_NOT_ENABLED');
     const principal = authenticate(headers, body, snapshot, nowMs);
@@ -103,11 +154,10 @@ export async function handleEventsRequest(
     // Every authenticated and authorized request counts, whatever its outcome.
     const dataSet = snapshot.dataSets.get(headerDataSet)!;
     const admitRequest = deps.rateLimiter.admit(headerDataSet, dataSet.limits, 1, 0);
-    const requestAdmission = admitRequest instanceof Promise ? await admitRequest : admitRequest;
-    ids = { ...ids, headers: requestAdmission.headers };
-    if (!requestAdmission.ok) throw new RateLimited(requestAdmission, dataSet.limits);
+    admission = admitRequest instanceof Promise ? await admitRequest : admitRequest;
+    if (!admission.ok) throw new RateLimited(admission, dataSet.limits);
 
-    const events = parseEvents(body);
+    let events: unknown[] | null = parseEvents(body);
 
     // A batch that names any data set the principal may not write is refused whole (spec: Authorization 2).
     for (const event of events) {
@@ -120,61 +170,45 @@ export async function handleEventsRequest(
     }
 
     const admitEvents = deps.rateLimiter.admit(headerDataSet, dataSet.limits, 0, events.length);
-    const eventsAdmission = admitEvents instanceof Promise ? await admitEvents : admitEvents;
-    ids = { ...ids, headers: eventsAdmission.headers };
-    if (!eventsAdmission.ok) throw new RateLimited(eventsAdmission, dataSet.limits);
+    admission = admitEvents instanceof Promise ? await admitEvents : admitEvents;
+    if (!admission.ok) throw new RateLimited(admission, dataSet.limits);
 
     const policy = dataSet.policy;
-    const context = { nowSeconds: Math.floor(nowMs / 1000), policy };
-    const accepted: Record<string, unknown>[] = [];
-    const metas: (EventPolicyMeta | undefined)[] = [];
-    const errors: EventError[] = [];
-    for (let index = 0; index < events.length; index++) {
-      const event = events[index];
-      let error: string | undefined;
-      if (!isPlainObject(event)) {
-        error = EventErrors.SCHEMA.message('event must be a JSON object');
-      } else if (typeof event.data_set_id === 'string' && event.data_set_id !== headerDataSet) {
-        error = EventErrors.INVALID_FIELD.message('data_set_id', 'must equal X-Service-Data-Set');
-      } else {
-        const check = deps.processor.check(event, context);
-        if (check.ok) {
-          accepted.push(check.event);
-          metas.push(check.meta);
-          if (check.meta?.piiRedacted) {
-            for (const field of check.meta.piiRedacted) deps.metrics.piiRedactions.inc({ field });
-          }
-          continue;
-        }
-        error = check.error;
-      }
-      const eventId = isPlainObject(event) && typeof event.id === 'string' ? event.id : null;
-      errors.push({ index, event_id: eventId, error });
-      deps.metrics.eventsRejected.inc({ reason: rejectionReasonOf(error) });
-    }
+    const checked = checkEvents(deps, events, headerDataSet, { nowSeconds: Math.floor(nowMs / 1000), policy });
+    events = null;
+    const { errors } = checked;
+    const acceptedCount = checked.accepted.length;
 
-    if (accepted.length === 0) {
+    if (acceptedCount === 0) {
       deps.outcomes?.record(headerDataSet, nowMs, 0, errors.map((e) => e.error));
-      return {
+      return withHeaders({
         status: 400,
         body: JSON.stringify({ accepted: 0, rejected: errors.length, errors }),
         accepted: 0,
         rejected: errors.length,
         ...ids,
-      };
+      });
     }
 
     const appendStarted = performance.now();
     try {
-      await deps.queue.append({
+      const appended = deps.queue.append({
         requestId,
         keyId: principal.key.keyId,
         dataSetId: headerDataSet,
         receivedAt: nowMs,
         policyVersion: policy.version,
-        events: accepted,
-        metas,
+        events: checked.accepted,
+        metas: checked.metas,
+        // Every event accepted as sent: the body already is their serialization.
+        ...(errors.length === 0 && !checked.modified ? { rawBody: withoutBom(body) } : {}),
       });
+      // The queue serialized (or took the bytes of) the events synchronously. Let the parsed objects
+      // go before waiting for the commit: kept across the wait they survive young-generation
+      // collections and get promoted, and old-generation GC was the largest cost of big batches.
+      checked.accepted = EMPTY_EVENTS;
+      checked.metas = [];
+      await appended;
     } catch (error) {
       if (error instanceof QueueUnavailableError) {
         throw new RequestError('BACKEND_UNAVAILABLE', requestError('BACKEND_UNAVAILABLE').message, { cause: error });
@@ -182,28 +216,31 @@ export async function handleEventsRequest(
       throw error;
     }
     deps.metrics.queueAppendDuration.observe((performance.now() - appendStarted) / 1000);
-    deps.metrics.eventsAccepted.inc(accepted.length);
-    deps.outcomes?.record(headerDataSet, nowMs, accepted.length, errors.length === 0 ? NO_ERRORS : errors.map((e) => e.error));
+    deps.metrics.eventsAccepted.inc(acceptedCount);
+    deps.outcomes?.record(headerDataSet, nowMs, acceptedCount, errors.length === 0 ? NO_ERRORS : errors.map((e) => e.error));
 
     if (errors.length === 0) {
-      return { status: 200, body: `{"accepted":${accepted.length}}`, accepted: accepted.length, rejected: 0, ...ids };
+      return withHeaders({ status: 200, body: `{"accepted":${acceptedCount}}`, accepted: acceptedCount, rejected: 0, ...ids });
     }
-    return {
+    return withHeaders({
       status: 207,
-      body: JSON.stringify({ accepted: accepted.length, rejected: errors.length, errors }),
-      accepted: accepted.length,
+      body: JSON.stringify({ accepted: acceptedCount, rejected: errors.length, errors }),
+      accepted: acceptedCount,
       rejected: errors.length,
       ...ids,
-    };
+    });
   } catch (error) {
     if (error instanceof RateLimited) {
       deps.metrics.rateLimited.inc({ limit: error.admission.limit! });
       return requestErrorOutcome(error, {
         ...ids,
-        headers: { ...error.admission.headers, 'retry-after': String(error.admission.retryAfterSeconds) },
+        headers: {
+          ...(error.admission.view ? rateLimitHeaders(error.admission.view) : {}),
+          'retry-after': String(error.admission.retryAfterSeconds),
+        },
       });
     }
-    if (error instanceof RequestError) return requestErrorOutcome(error, ids);
+    if (error instanceof RequestError) return withHeaders(requestErrorOutcome(error, ids));
     throw error;
   }
 }

@@ -135,7 +135,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     if (shuttingDown && !('stream' in req)) headers.connection = 'close';
     send(res, outcome.status, body, requestId, headers);
     const latencyMs = performance.now() - started;
-    deps.metrics.requests.inc({ status: String(outcome.status) });
+    deps.metrics.countRequest(outcome.status);
     deps.metrics.requestDuration.observe(latencyMs / 1000);
     const o = outcome as Partial<EventsOutcome>;
     deps.logger.info(
@@ -201,14 +201,18 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     const chunks: Buffer[] = [];
     let size = 0;
     let done = false;
-    const deadline = setTimeout(() => {
-      done = true;
-      if ('stream' in req) req.stream.close(h2.NGHTTP2_CANCEL);
-      else req.socket.destroy();
-    }, requestTimeoutMs);
+    // HTTP/1.1 bodies are bounded by the server's requestTimeout (swept every second); HTTP/2
+    // streams have no such timeout in Node, so each gets its own deadline.
+    const deadline =
+      'stream' in req
+        ? setTimeout(() => {
+            done = true;
+            req.stream.close(h2.NGHTTP2_CANCEL);
+          }, requestTimeoutMs)
+        : undefined;
     const stop = () => {
       done = true;
-      clearTimeout(deadline);
+      if (deadline) clearTimeout(deadline);
       req.removeAllListeners('data');
     };
     req.on('data', (chunk: Buffer) => {

@@ -97,6 +97,15 @@ export class ServiceMetrics implements QueueCommitObserver {
     aggregator: 'min',
   });
 
+  readonly #requestsByStatus = new Map<number, { inc(): void }>();
+
+  /** Counts one answered request; label children are cached (label hashing per request adds up). */
+  countRequest(status: number): void {
+    let child = this.#requestsByStatus.get(status);
+    if (!child) this.#requestsByStatus.set(status, (child = this.requests.labels(String(status))));
+    child.inc();
+  }
+
   /** Called after every commit outcome; a worker process uses it to tell its primary at once. */
   onHealthChange: (() => void) | null = null;
 

@@ -19,6 +19,13 @@ export interface QueueAppend {
   readonly events: readonly Record<string, unknown>[];
   /** Parallel to `events`; undefined where policy changed nothing. */
   readonly metas: readonly (EventPolicyMeta | undefined)[];
+  /**
+   * The request body (UTF-8 JSON, BOM removed), given only when every event of the request was
+   * accepted exactly as sent. A store may keep these bytes instead of serializing `events`: they
+   * parse to the same events. The store may take ownership of the bytes (transfer them to another
+   * thread); the caller must not use them after append().
+   */
+  readonly rawBody?: Uint8Array;
 }
 
 /** Event i of the append has sequence number `firstSeq + i`. */

@@ -37,6 +37,17 @@ interface PendingAppend {
 const MAX_EVENTS_PER_COMMIT = 20_000;
 const PROBE_INTERVAL_MS = 500;
 
+/**
+ * Bytes that can be transferred to the writer thread: the view must cover its whole ArrayBuffer
+ * (a slice of a pooled or larger buffer is copied once into its own).
+ */
+function ownedBytes(bytes: Uint8Array): Uint8Array {
+  if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.byteLength >= 4096) return bytes;
+  const copy = new Uint8Array(bytes.byteLength);
+  copy.set(bytes);
+  return copy;
+}
+
 export class SqliteEventQueue implements EventQueue {
   readonly #file: string;
   readonly #observer: QueueCommitObserver | undefined;
@@ -48,6 +59,7 @@ export class SqliteEventQueue implements EventQueue {
   #closed = false;
   #drained: (() => void) | null = null;
   #probeTimer: NodeJS.Timeout | null = null;
+  readonly #checkpointer: Worker;
 
   constructor(file: string, observer?: QueueCommitObserver) {
     this.#file = file;
@@ -55,6 +67,12 @@ export class SqliteEventQueue implements EventQueue {
     // Create the file and schema here so that readers and a failing writer start from a known state.
     openQueueDatabase(file).close();
     this.#worker = this.#startWorker();
+    this.#checkpointer = new Worker(new URL('./sqlite-queue-checkpointer-thread.js', import.meta.url), {
+      workerData: { file, intervalMs: 200 },
+    });
+    // A failed checkpointer costs disk space (the WAL grows), never durability; the writer goes on.
+    this.#checkpointer.on('error', () => {});
+    this.#checkpointer.unref();
   }
 
   #startWorker(): Worker {
@@ -147,7 +165,11 @@ export class SqliteEventQueue implements EventQueue {
   #send(group: PendingAppend[]): void {
     const request: WriterRequest = { id: this.#nextId++, segments: group.map((p) => p.segment) };
     this.#inFlight = { id: request.id, group };
-    this.#worker.postMessage(request);
+    const transfer: ArrayBuffer[] = [];
+    for (const { segment } of group) {
+      if (typeof segment.events !== 'string') transfer.push(segment.events.buffer as ArrayBuffer);
+    }
+    this.#worker.postMessage(request, transfer);
   }
 
   append(batch: QueueAppend): Promise<AppendReceipt> {
@@ -160,7 +182,7 @@ export class SqliteEventQueue implements EventQueue {
       keyId: batch.keyId,
       requestId: batch.requestId,
       policyVersion: batch.policyVersion,
-      events: JSON.stringify(batch.events),
+      events: batch.rawBody ? ownedBytes(batch.rawBody) : JSON.stringify(batch.events),
       metas: hasMeta ? JSON.stringify(batch.metas.map((meta) => meta ?? null)) : null,
     };
     return new Promise<AppendReceipt>((resolve, reject) => {
@@ -191,5 +213,12 @@ export class SqliteEventQueue implements EventQueue {
     if (this.#probeTimer) clearInterval(this.#probeTimer);
     this.#worker.removeAllListeners();
     await this.#worker.terminate();
+    await new Promise<void>((resolve) => {
+      const done = () => resolve();
+      this.#checkpointer.once('message', done);
+      this.#checkpointer.once('exit', done);
+      this.#checkpointer.postMessage({ type: 'close' });
+    });
+    await this.#checkpointer.terminate();
   }
 }

@@ -24,6 +24,9 @@ CREATE TABLE IF NOT EXISTS queue_segments (
   metas TEXT
 );
 `;
+// \`events\` holds either a JSON array of the accepted events (storage class TEXT), or, when a
+// request's events were all accepted exactly as sent, the request body itself (storage class BLOB:
+// a bare event or an {"events": [...]} wrapper). Declared affinity never converts a BLOB.
 
 export interface SegmentRow {
   first_seq: number;
@@ -33,8 +36,17 @@ export interface SegmentRow {
   key_id: string;
   request_id: string;
   policy_version: number;
-  events: string;
+  events: string | Buffer;
   metas: string | null;
+}
+
+const hasOwn = Object.prototype.hasOwnProperty;
+
+/** The events of a segment, whichever form it was stored in. */
+export function segmentEvents(stored: string | Buffer): Record<string, unknown>[] {
+  if (typeof stored === 'string') return JSON.parse(stored) as Record<string, unknown>[];
+  const body = JSON.parse(stored.toString('utf8')) as Record<string, unknown>;
+  return hasOwn.call(body, 'events') ? (body.events as Record<string, unknown>[]) : [body];
 }
 
 export function openQueueDatabase(file: string, options: { readonly?: boolean } = {}): Database.Database {
@@ -67,7 +79,7 @@ export function readRecords(db: Database.Database, options: ReadOptions): QueueR
       ? query.all(cursor, 256)
       : query.all(cursor, options.dataSetId, 256)) as SegmentRow[];
     for (const row of rows) {
-      const events = JSON.parse(row.events) as Record<string, unknown>[];
+      const events = segmentEvents(row.events);
       const metas = row.metas === null ? null : (JSON.parse(row.metas) as (QueueRecord['meta'] | null)[]);
       for (let i = 0; i < events.length; i++) {
         const seq = row.first_seq + i;
@@ -89,4 +101,21 @@ export function readRecords(db: Database.Database, options: ReadOptions): QueueR
     if (rows.length < 256) return records;
     cursor = rows[rows.length - 1]!.first_seq + 1;
   }
+}
+
+/** The last sequence number in the queue (0 when empty): one index probe, for consumer lag. */
+export function lastQueuedSeq(db: Database.Database): number {
+  const row = db.prepare('SELECT first_seq + event_count - 1 AS last FROM queue_segments ORDER BY first_seq DESC LIMIT 1').get() as
+    | { last: number }
+    | undefined;
+  return row?.last ?? 0;
+}
+
+/** received_at (ms) of the record with sequence number `seq`, or null when it is not queued (yet). */
+export function receivedAtOfSeq(db: Database.Database, seq: number): number | null {
+  const row = db
+    .prepare('SELECT first_seq, event_count, received_at FROM queue_segments WHERE first_seq <= ? ORDER BY first_seq DESC LIMIT 1')
+    .get(seq) as { first_seq: number; event_count: number; received_at: number } | undefined;
+  if (!row || seq >= row.first_seq + row.event_count) return null;
+  return row.received_at;
 }

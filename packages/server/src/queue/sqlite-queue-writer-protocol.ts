@@ -6,8 +6,12 @@ export interface SegmentInput {
   readonly keyId: string;
   readonly requestId: string;
   readonly policyVersion: number;
-  /** The accepted events, serialized once on the serving thread as a JSON array. */
-  readonly events: string;
+  /**
+   * The accepted events: a JSON array serialized on the serving thread (string, stored as TEXT), or
+   * the request body exactly as received when nothing was rejected or changed (bytes, stored as a
+   * BLOB and transferred, not copied, to the writer thread).
+   */
+  readonly events: string | Uint8Array;
   readonly metas: string | null;
 }
 

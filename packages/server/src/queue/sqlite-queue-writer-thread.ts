@@ -13,6 +13,8 @@ import type { WriterReply, WriterRequest } from './sqlite-queue-writer-protocol.
 
 const port = parentPort!;
 const db = openQueueDatabase((workerData as { file: string }).file);
+// Checkpoints run on their own thread (sqlite-queue-checkpointer-thread.ts), never inside a commit.
+db.pragma('wal_autocheckpoint = 0');
 const nextSeq = db.prepare(
   'SELECT first_seq + event_count AS next FROM queue_segments ORDER BY first_seq DESC LIMIT 1',
 );

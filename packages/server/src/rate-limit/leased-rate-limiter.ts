@@ -6,7 +6,7 @@
 import type { DataSetLimits } from './data-set-limits.js';
 import type { BucketView } from './data-set-buckets.js';
 import { LEASE_TTL_MS, type LeaseGiveBack, type LeaseReply, type LeaseRequest, type LeaseReturn } from './lease-protocol.js';
-import { rateLimitHeaders, retryAfterSeconds, type Admission, type RateLimiter } from './rate-limiter.js';
+import { retryAfterSeconds, type Admission, type RateLimiter } from './rate-limiter.js';
 
 interface Lease {
   requests: number;
@@ -76,7 +76,7 @@ export class LeasedRateLimiter implements RateLimiter {
     if (lease && lease.expiresAt > nowMs && lease.limits === limits && lease.requests >= requests && lease.events >= events) {
       lease.requests -= requests;
       lease.events -= events;
-      return { ok: true, headers: rateLimitHeaders(this.#localView(lease)) };
+      return { ok: true, view: this.#localView(lease) };
     }
     return this.#acquire(dataSetId, limits, requests, events, nowMs);
   }
@@ -90,9 +90,8 @@ export class LeasedRateLimiter implements RateLimiter {
     const id = this.#nextId++;
     return new Promise<Admission>((resolve) => {
       this.#waiting.set(id, (reply) => {
-        const headers = rateLimitHeaders(reply.view);
         if (!reply.ok) {
-          resolve({ ok: false, limit: reply.limit!, retryAfterSeconds: retryAfterSeconds(reply.retryAfterMs!), headers });
+          resolve({ ok: false, limit: reply.limit!, retryAfterSeconds: retryAfterSeconds(reply.retryAfterMs!), view: reply.view });
           return;
         }
         const leftover = { requests: reply.granted.requests - requests, events: reply.granted.events - events };
@@ -113,7 +112,7 @@ export class LeasedRateLimiter implements RateLimiter {
             view: reply.view,
           });
         }
-        resolve({ ok: true, headers });
+        resolve({ ok: true, view: reply.view });
       });
       this.#channel.send({ type: 'ecapi:rl-take', id, dataSetId, limits, need: { requests, events }, want, giveBack });
     });

@@ -5,7 +5,7 @@
  */
 import { DataSetBuckets, type TakeResult, type BucketView } from './data-set-buckets.js';
 import type { DataSetLimits } from './data-set-limits.js';
-import { rateLimitHeaders, retryAfterSeconds, type Admission, type RateLimiter } from './rate-limiter.js';
+import { retryAfterSeconds, type Admission, type RateLimiter } from './rate-limiter.js';
 
 export class LocalRateLimiter implements RateLimiter {
   readonly #buckets = new Map<string, DataSetBuckets>();
@@ -37,9 +37,8 @@ export class LocalRateLimiter implements RateLimiter {
 
   admit(dataSetId: string, limits: DataSetLimits, requests: number, events: number): Admission {
     const { result, view } = this.take(dataSetId, limits, requests, events);
-    const headers = rateLimitHeaders(view);
-    if (result.ok) return { ok: true, headers };
-    return { ok: false, limit: result.limit!, retryAfterSeconds: retryAfterSeconds(result.retryAfterMs!), headers };
+    if (result.ok) return { ok: true, view };
+    return { ok: false, limit: result.limit!, retryAfterSeconds: retryAfterSeconds(result.retryAfterMs!), view };
   }
 
   close(): void {}

@@ -14,7 +14,11 @@ export interface Admission {
   readonly limit?: LimitName;
   /** Whole seconds, at least 1, until the same request would be admitted. */
   readonly retryAfterSeconds?: number;
-  readonly headers: Readonly<Record<string, string>>;
+  /**
+   * The data set's quotas after this admission, for the response's RateLimit headers (absent when
+   * limits are not enforced). Headers are rendered once per response, from the last admission.
+   */
+  readonly view?: BucketView;
 }
 
 export interface RateLimiter {

@@ -4,7 +4,7 @@
  */
 import type { Admission, RateLimiter } from './rate-limiter.js';
 
-const ADMITTED: Admission = Object.freeze({ ok: true, headers: Object.freeze({}) });
+const ADMITTED: Admission = Object.freeze({ ok: true });
 
 export class UnlimitedRateLimiter implements RateLimiter {
   admit(): Admission {

@@ -26,7 +26,16 @@ export interface EventPolicyMeta {
 }
 
 export type EventCheck =
-  | { readonly ok: true; readonly event: Record<string, unknown>; readonly meta: EventPolicyMeta | undefined }
+  | {
+      readonly ok: true;
+      readonly event: Record<string, unknown>;
+      readonly meta: EventPolicyMeta | undefined;
+      /**
+       * False when the accepted event is exactly what the sender sent (no null removed, no policy
+       * change): the queue may then store the request's original bytes instead of re-serializing.
+       */
+      readonly modified: boolean;
+    }
   | { readonly ok: false; readonly error: string };
 
 export interface EventProcessor {

@@ -82,11 +82,14 @@ export function createEventProcessor(options: EventProcessorOptions = {}): Event
     check(event: unknown, context: EventCheckContext): EventCheck {
       const findings: WalkFindings = { gpp: undefined };
       let error: string | undefined;
+      // The slow path removes null members in place; an event that took it and passed was changed.
+      let slowPath = false;
       try {
         // Fast path: Ajv accepts and every custom rule passes. Otherwise the walker finds the
         // first problem in document order (removing null members on the way); if it finds none
         // (the event only had nulls Ajv objected to), Ajv checks the cleaned event once more.
         if (!(validate(event) && walker.rulesPass(event as Record<string, unknown>, context.nowSeconds, context.policy.maxAgeSeconds, findings))) {
+          slowPath = true;
           error = walker.walk(event, context.nowSeconds, context.policy.maxAgeSeconds, findings);
           if (error === undefined && !validate(event)) error = ajvErrorMessage(validate.errors![0]!);
         }
@@ -98,7 +101,7 @@ export function createEventProcessor(options: EventProcessorOptions = {}): Event
       const accepted = event as Record<string, unknown>;
       const outcome = applyPolicy(accepted, findings.gpp, context.policy);
       if (!outcome.ok) return { ok: false, error: outcome.error };
-      return { ok: true, event: accepted, meta: outcome.meta };
+      return { ok: true, event: accepted, meta: outcome.meta, modified: slowPath || outcome.meta !== undefined };
     },
   };
 }

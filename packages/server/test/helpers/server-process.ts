@@ -34,9 +34,12 @@ export async function startServer(options: {
   args?: string[];
   demo?: boolean;
   extraEnv?: Record<string, string>;
+  /** Options for the node binary itself, e.g. ['--cpu-prof'] when profiling. */
+  nodeArgs?: string[];
 }): Promise<ServerProcess> {
   const env = options.env ?? 'production';
   const args = [
+    ...(options.nodeArgs ?? []),
     BIN, '--data-dir', options.dataDir, '--env', env, 'serve',
     '--port', '0', '--admin-port', '0', '--control-poll', '200ms',
     ...(options.demo ? [] : ['--no-demo']),

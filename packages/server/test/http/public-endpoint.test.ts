@@ -300,6 +300,21 @@ describe('per-event outcomes', () => {
     });
   });
 
+  test('null on an optional field is queued as absent; a BOM-prefixed body is queued intact', async () => {
+    const withNull = sampleEvent(DS, { source: null, properties: null });
+    const res = await post(JSON.stringify(withNull));
+    assert.equal(res.status, 200);
+    const plain = sampleEvent(DS);
+    const bom = await post(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify(plain))]));
+    assert.equal(bom.status, 200);
+    const records = await exportQueue(dataDir);
+    const stored = records.find((r) => r.event.id === withNull.id)!.event;
+    assert.equal('source' in stored, false);
+    assert.equal('properties' in stored, false);
+    assert.equal(stored.event_type, 'purchase');
+    assert.deepEqual(records.find((r) => r.event.id === plain.id)!.event, plain);
+  });
+
   test('a key granted two data sets writes to each through its own header', async () => {
     const res = await post(JSON.stringify(sampleEvent(DS2)), {}, creds, DS2);
     assert.equal(res.status, 200);

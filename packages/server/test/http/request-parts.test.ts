@@ -40,6 +40,9 @@ test('payload: a BOM is tolerated, duplicate keys keep the last value', () => {
   assert.deepEqual(parseEvents(Buffer.from('{"events":[{"x":1},{"y":2}]}')), [{ x: 1 }, { y: 2 }]);
   assert.throws(() => parseEvents(Buffer.from('{"events":[1],"events2":1}')), (e: RequestError) => e.code === 'PAYLOAD_SHAPE');
   assert.throws(() => parseEvents(Buffer.from('{"a":\\u0031}')), (e: RequestError) => e.code === 'INVALID_JSON');
+  // A key spelled with unicode escapes is still the prototype key.
+  assert.throws(() => parseEvents(Buffer.from('{"ext":{"\\u005f_proto__":{"x":1}}}')), (e: RequestError) => e.code === 'INVALID_JSON' && e.message.includes('__proto__'));
+  assert.deepEqual(parseEvents(Buffer.from('{"name":"caf\\u00e9"}')), [{ name: 'café' }]);
 });
 
 test('durations', () => {

@@ -83,6 +83,28 @@ export function eventQueueContract(name: string, factory: QueueFactory): void {
     }
   });
 
+  test(`${name}: a raw request body (bare event or events wrapper) reads back as its events`, async () => {
+    const { queue } = await factory.create();
+    try {
+      const bare = { data_set_id: 'ds', id: 'raw-1', timestamp: 1_700_000_000, event_type: 'purchase', ext: { n: 1 } };
+      const wrapped = [
+        { data_set_id: 'ds', id: 'raw-2', timestamp: 1_700_000_000, event_type: 'purchase' },
+        { data_set_id: 'ds', id: 'raw-3', timestamp: 1_700_000_000, event_type: 'page_view' },
+      ];
+      // A large body too, so that the zero-copy transfer path is taken.
+      const big = { ...bare, id: 'raw-big', ext: { pad: 'x'.repeat(100_000) } };
+      const a = await queue.append({ ...batch('ds', ['raw-1']), events: [bare], rawBody: Buffer.from(JSON.stringify(bare)) });
+      const b = await queue.append({ ...batch('ds', ['raw-2', 'raw-3']), events: wrapped, rawBody: Buffer.from(`{ "events" : ${JSON.stringify(wrapped)} }`) });
+      const c = await queue.append({ ...batch('ds', ['raw-big']), events: [big], rawBody: Buffer.from(JSON.stringify(big)) });
+      assert.equal(b.firstSeq, a.firstSeq + 1);
+      const records = await queue.read({ fromSeq: a.firstSeq, limit: 10 });
+      assert.deepEqual(records.map((r) => r.event), [bare, ...wrapped, big]);
+      assert.deepEqual(records.map((r) => r.seq), [a.firstSeq, b.firstSeq, b.firstSeq + 1, c.firstSeq]);
+    } finally {
+      await queue.close();
+    }
+  });
+
   test(`${name}: appended events survive close and reopen`, async () => {
     const { queue, reopen } = await factory.create();
     const pending = [queue.append(batch('ds', ['x1'])), queue.append(batch('ds', ['x2', 'x3']))];
