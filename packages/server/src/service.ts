@@ -6,7 +6,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { queueDbFile, type ServeConfig } from './config.js';
+import { ingestStatsDbFile, queueDbFile, type ServeConfig } from './config.js';
 import { buildAdminApp, isLoopbackHost } from './admin/admin-app.js';
 import { CredentialCache } from './control/credential-cache.js';
 import { openControlPlane } from './control/open-control-plane.js';
@@ -22,6 +22,9 @@ import { LocalRateLimiter } from './rate-limit/local-rate-limiter.js';
 import { UnlimitedRateLimiter } from './rate-limit/unlimited-rate-limiter.js';
 import type { RateLimiter } from './rate-limit/rate-limiter.js';
 import type { IngestOutcomeRecorder } from './analytics/ingest-outcome-recorder.js';
+import { BufferedOutcomeRecorder } from './analytics/buffered-outcome-recorder.js';
+import { registerConsumerLagGauges, StatsReader } from './analytics/stats-reader.js';
+import { SqliteIngestStatsStore } from './merged-view/sqlite-view-store.js';
 import { loadTlsMaterial } from './tls/tls-material.js';
 import { createEventProcessor } from './validation/event-processor.js';
 
@@ -74,6 +77,13 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
   const rateLimiter = config.rateLimit === false ? new UnlimitedRateLimiter() : (options.rateLimiter ?? new LocalRateLimiter());
   const failedAuth = new FailedAuthShedder({ perSecond: config.failedAuthPerSecond, burst: config.failedAuthBurst });
+  // Analytics (asynchronous side): ingest outcomes recorded off the hot path; stats and consumer lag read from the files.
+  const outcomes = options.outcomes ?? new BufferedOutcomeRecorder(
+    new SqliteIngestStatsStore(ingestStatsDbFile(config.dataDir, config.env), { busyTimeoutMs: 100 }),
+    { onError: (error) => logger.warn({ err: { message: error.message } }, 'ingest stats flush failed; will retry') },
+  );
+  const statsReader = new StatsReader(config.dataDir, config.env);
+  registerConsumerLagGauges(metrics.registry, statsReader);
 
   const publicServer: PublicServer = buildServer(
     {
@@ -92,7 +102,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       rateLimiter,
       failedAuth,
       now: Date.now,
-      ...(options.outcomes ? { outcomes: options.outcomes } : {}),
+      outcomes,
     },
   );
 
@@ -103,6 +113,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
           { adminToken: config.adminToken },
           {
             metrics: { contentType: metrics.registry.contentType, text: () => metrics.registry.metrics() },
+            stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),
             readiness: () => {
               const health = queue.health();
               return {
@@ -115,12 +126,15 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       : null;
 
   await new Promise<void>((resolve, reject) => {
-    publicServer.server.once('error', reject);
+    // `on`, not `once`: under node:cluster a failed listen can be reported more than once, and an
+    // 'error' event without a listener would crash the process instead of failing the start.
+    publicServer.server.on('error', reject);
     publicServer.server.listen(config.port, config.host, () => {
       publicServer.server.off('error', reject);
       resolve();
     });
   });
+  publicServer.server.on('error', (error: Error) => logger.error({ err: { message: error.message } }, 'public server error'));
   if (admin) await admin.listen({ port: config.adminPort, host: config.adminHost });
   accepting = true;
   const port = (publicServer.server.address() as AddressInfo).port;
@@ -142,6 +156,8 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
         credentials.stop();
         await publicServer.shutdown();
         await queue.close();
+        if (!options.outcomes) await outcomes.close();
+        await statsReader.close();
         rateLimiter.close();
         failedAuth.close();
         await admin?.close();

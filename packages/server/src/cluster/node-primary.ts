@@ -20,6 +20,7 @@ import type { LeaseRequest, LeaseReturn } from '../rate-limit/lease-protocol.js'
 import { LocalRateLimiter } from '../rate-limit/local-rate-limiter.js';
 import { loadTlsMaterial } from '../tls/tls-material.js';
 import { assertAdminExposure } from '../service.js';
+import { StatsReader } from '../analytics/stats-reader.js';
 import { encodeWorkerConfig, WORKER_CONFIG_ENV, type WorkerMessage } from './cluster-messages.js';
 
 export interface RunningNode {
@@ -48,6 +49,8 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   const authority = new LeaseAuthority(new LocalRateLimiter());
   const states = new Map<Worker, WorkerState>();
   let stopping = false;
+  let started = false;
+  let startupFailure: ((error: Error) => void) | null = null;
 
   const workerEnv = { [WORKER_CONFIG_ENV]: encodeWorkerConfig({ ...config, demo: false }) };
   const fork = (): Worker => {
@@ -68,8 +71,15 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
       }
     });
     worker.on('exit', (code, signal) => {
+      const everListened = states.get(worker)?.port !== null;
       states.delete(worker);
       if (stopping) return;
+      if (!started && !everListened) {
+        // A worker that dies before it ever listened (port taken, bad certificate) would die again:
+        // fail the start instead of forking forever.
+        startupFailure?.(new Error(`a worker exited (code ${code}, signal ${signal}) before listening; see its error above`));
+        return;
+      }
       logger.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting a replacement');
       fork();
     });
@@ -77,10 +87,12 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   };
 
   const aggregator = new AggregatorRegistry();
+  const statsReader = new StatsReader(config.dataDir, config.env);
   const admin = buildAdminApp(
     { adminToken: config.adminToken },
     {
       metrics: { contentType: aggregator.contentType, text: () => aggregator.clusterMetrics() },
+      stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),
       readiness: () => {
         const all = [...states.values()];
         const listening = all.length === config.workers && all.every((s) => s.port !== null);
@@ -97,11 +109,19 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   for (let i = 0; i < config.workers; i++) fork();
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('workers did not start within 30 s')), 30_000);
+    startupFailure = (error) => {
+      clearTimeout(timer);
+      cluster.off('message', check);
+      stopping = true;
+      for (const worker of states.keys()) worker.process.kill('SIGTERM');
+      reject(error);
+    };
     const check = () => {
       const all = [...states.values()];
       if (all.length === config.workers && all.every((s) => s.port !== null)) {
         clearTimeout(timer);
         cluster.off('message', check);
+        started = true;
         resolve(all[0]!.port!);
       }
     };
@@ -132,6 +152,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
           ),
         );
         await admin.close();
+        await statsReader.close();
         logger.info('ecapi-ingest stopped');
         logger.flush();
       })();
