@@ -44,7 +44,7 @@ async function main(): Promise<void> {
   const dataDir = tempDataDir('ecapi-prof-data-');
   const creds = await provision(dataDir, ['bench']);
   await cliJson(dataDir, ['data-set', 'limits', 'bench', '--rps', '10000000', '--burst-rps', '20000000', '--burst-seconds', '1', '--eps', '1000000000']);
-  const server = await startServer({ dataDir, args: ['--workers', '1'], nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] });
+  const server = await startServer({ dataDir, args: ['--workers', '1', '--no-worker'], nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] });
   const script = writeWrkScript(dataDir, scenario, signedBodies('bench', creds.secret, events, events === 1 ? 5000 : 40), creds.keyId, 'bench');
   const result = await runWrk(`https://127.0.0.1:${server.port}`, script, { seconds, connections: 50, threads: 2 });
   const metrics = await (await fetch(`http://127.0.0.1:${server.adminPort}/metrics`)).text();

@@ -163,7 +163,7 @@ async function main(): Promise<void> {
   const creds = await provision(dataDir, [DS]);
   await cliJson(dataDir, ['data-set', 'limits', DS, '--rps', '10000000', '--burst-rps', '20000000', '--burst-seconds', '1', '--eps', '1000000000']);
   // Let the service generate the TLS material the references reuse.
-  await (await startServer({ dataDir, args: ['--workers', '1'] })).stop();
+  await (await startServer({ dataDir, args: ['--workers', '1', '--no-worker'] })).stop();
 
   const scripts = new Map<string, string>();
   const bodiesByScenario = new Map<string, SignedBody[]>();
@@ -185,9 +185,11 @@ async function main(): Promise<void> {
   }
 
   const services: { label: string; args: string[] }[] = [
-    { label: 'service, 1 process', args: ['--workers', '1'] },
-    { label: 'service, 2 processes', args: ['--workers', '2'] },
-    { label: 'service, 1 process, no limiter', args: ['--workers', '1', '--no-rate-limit'] },
+    // --no-worker: the merged-view consumer would drain the queue on the same 2 cores; this
+    // measures ingestion (bench/consumer-throughput.ts measures the consumer).
+    { label: 'service, 1 process', args: ['--workers', '1', '--no-worker'] },
+    { label: 'service, 2 processes', args: ['--workers', '2', '--no-worker'] },
+    { label: 'service, 1 process, no limiter', args: ['--workers', '1', '--no-worker', '--no-rate-limit'] },
   ];
   let p99At1000: Awaited<ReturnType<typeof fixedRate>> | null = null;
   for (const service of services) {

@@ -1,11 +1,12 @@
 /**
- * The admin port (Fastify): health, readiness and Prometheus metrics; later the console and its API.
+ * The admin port (Fastify): health, readiness, Prometheus metrics and analytics (`/api/stats/:dataSetId`).
  * Loopback by default. Bound anywhere else, every route requires the admin token
  * (`Authorization: Bearer <ECAPI_ADMIN_TOKEN>`), compared in constant time; the service refuses to
  * start on a non-loopback admin address without one.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { parseSince } from '../analytics/stats-reader.js';
 
 export interface AdminAppConfig {
   /** Required when the admin port is reachable from other hosts. */
@@ -22,6 +23,8 @@ export interface AdminAppDeps {
   readonly metrics: MetricsSource;
   /** Whether the service accepts events now, and why not. */
   readonly readiness: () => { ready: boolean; checks: Record<string, boolean | string | number> };
+  /** Analytics of a data set from `sinceMs` on (GET /api/stats/:dataSetId); absent: 404. */
+  readonly stats?: (dataSetId: string, sinceMs: number) => Promise<unknown>;
 }
 
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
@@ -60,6 +63,17 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
   app.get('/metrics', async (_request, reply) => {
     const text = await deps.metrics.text();
     return reply.type(deps.metrics.contentType).send(text);
+  });
+
+  app.get<{ Params: { dataSetId: string }; Querystring: { since?: string } }>('/api/stats/:dataSetId', async (request, reply) => {
+    if (!deps.stats) return reply.code(404).send({ error: 'stats are not available on this port' });
+    let sinceMs: number;
+    try {
+      sinceMs = parseSince(request.query.since, Date.now());
+    } catch (error) {
+      return reply.code(400).send({ error: (error as Error).message });
+    }
+    return reply.send(await deps.stats(request.params.dataSetId, sinceMs));
   });
 
   return app;

@@ -24,6 +24,9 @@ import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messag
 import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
 import { CliError, processIo, type CliIo } from './cli-io.js';
 import type { CliContext, GlobalOptions } from './cli-context.js';
+import { registerViewCommands } from './view-commands.js';
+import { startConsumerSupervisor, type ConsumerSupervisor } from '../consumer/consumer-supervisor.js';
+import { registerSendCommand } from './send-command.js';
 
 
 function parsePort(value: string): number {
@@ -90,7 +93,7 @@ function oneOf<T extends string>(name: string, allowed: readonly T[]) {
 type CommandModule = (program: Command, ctx: CliContext) => void;
 
 /** Command groups kept in their own files; each adds its commands to the program. */
-const commandModules: CommandModule[] = [];
+const commandModules: CommandModule[] = [registerSendCommand, registerViewCommands];
 
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const out = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
@@ -147,6 +150,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .addOption(new Option('--admin-port <port>', 'admin HTTP port (default 9464; 9465 with --env test)').env('ECAPI_ADMIN_PORT'))
     .addOption(new Option('--admin-token <token>', 'token required on the admin port off loopback').env('ECAPI_ADMIN_TOKEN'))
     .option('--no-demo', 'do not create the demo data set and key on a fresh data dir')
+    .option('--no-worker', 'do not run the merged-view consumer (run `ecapi-ingest worker` separately)')
     .option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)')
     .option('--tls-key <file>', 'PEM private key')
     .option('--control-poll <duration>', 'how often to pick up control-plane changes', '1s')
@@ -154,14 +158,23 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .option('--failed-auth-rps <n>', 'failed authentications per second one client address may sustain', String(DEFAULT_FAILED_AUTH_LIMITS.perSecond))
     .option('--no-rate-limit', 'do not enforce data-set rate limits (when a gateway in front enforces quotas)')
     .option('--failed-auth-burst <n>', 'failed authentications one client address may burst before it gets 429', String(DEFAULT_FAILED_AUTH_LIMITS.burst))
+    .option('--headers-timeout <duration>', 'a request\'s headers must arrive within this', '10s')
+    .option('--request-timeout <duration>', 'a whole request (headers and body) must arrive within this', '30s')
+    .option('--keep-alive-timeout <duration>', 'idle connections are closed after this', '65s')
     .action(async (opts: {
       host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string;
-      demo: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string; workers?: string;
+      demo: boolean; worker: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string; workers?: string;
       failedAuthRps: string; failedAuthBurst: string; rateLimit: boolean;
+      headersTimeout: string; requestTimeout: string; keepAliveTimeout: string;
     }) => {
       if (cluster.isWorker) {
         // A forked worker of `serve --workers N`: the primary passed the resolved configuration.
-        const service = await runWorker(decodeWorkerConfig(io.env[WORKER_CONFIG_ENV]!));
+        const service = await runWorker(decodeWorkerConfig(io.env[WORKER_CONFIG_ENV]!)).catch((error: Error) => {
+          // Tell the operator once (the primary reports the failed start), then leave: the IPC
+          // channel to the primary would otherwise keep this process alive.
+          io.stderr.write(`error: worker ${process.pid}: ${error.message}\n`);
+          process.exit(1);
+        });
         serveDone = new Promise<void>((resolveDone) => {
           // After a clean close, leave the cluster: the IPC channel alone would keep the process alive.
           process.once('SIGTERM', () => void service.close().then(() => {
@@ -191,6 +204,9 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         failedAuthPerSecond: parsePositive(opts.failedAuthRps),
         failedAuthBurst: parsePositive(opts.failedAuthBurst),
         rateLimit: opts.rateLimit,
+        headersTimeoutMs: parseDurationMs(opts.headersTimeout),
+        requestTimeoutMs: parseDurationMs(opts.requestTimeout),
+        keepAliveTimeoutMs: parseDurationMs(opts.keepAliveTimeout),
       };
       const service = config.workers > 1 ? await runPrimary(config) : await startService(config);
       if (service.demoKey) {
@@ -198,10 +214,16 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
           demoBanner({ key: service.demoKey, host: config.host, port: service.port, certFile: service.certFile, env: g.env }) + '\n',
         );
       }
+      // --- merged-view consumer (issue 5): its own child process, for both single and --workers N ---
+      const consumer: ConsumerSupervisor | null = opts.worker
+        ? startConsumerSupervisor({ dataDir: g.dataDir, env: g.env, logger: service.logger })
+        : null;
+      // --- end consumer ---
       serveDone = new Promise<void>((resolveDone) => {
         const stop = (signal: string) => {
           service.logger.info({ signal }, 'shutting down');
-          service.close().then(resolveDone, (error: Error) => {
+          // The consumer stops first (it finishes its batch); then the service flushes the queue.
+          (consumer ? consumer.stop() : Promise.resolve()).then(() => service.close()).then(resolveDone, (error: Error) => {
             io.stderr.write(`error: shutdown failed: ${error.message}\n`);
             exitCode = 1;
             resolveDone();

@@ -13,6 +13,8 @@
  *   readiness turns true again when the fault clears even if no request arrives here.
  * - If the writer thread dies, everything in flight is rejected and a new thread is started.
  */
+import { statfsSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { QueueUnavailableError } from '../errors.js';
 import type {
@@ -36,6 +38,22 @@ interface PendingAppend {
 /** Upper bound of events per commit, so one group never holds an unbounded transaction. */
 const MAX_EVENTS_PER_COMMIT = 20_000;
 const PROBE_INTERVAL_MS = 500;
+/**
+ * Free space the probe requires before it may declare the queue writable again: one request of
+ * the maximum size (1 MiB) as WAL frames, with room to spare. An empty transaction proves that the
+ * lock can be taken, not that a commit can grow the WAL: without this, readiness would flap back
+ * to true every 500 ms on a full disk while every real commit fails.
+ */
+const PROBE_MIN_FREE_BYTES = 4 * 1024 * 1024;
+
+function hasRoomForARequest(file: string): boolean {
+  try {
+    const fs = statfsSync(dirname(file));
+    return fs.bavail * fs.bsize >= PROBE_MIN_FREE_BYTES;
+  } catch {
+    return true; // no statfs here: let the transaction decide
+  }
+}
 
 /**
  * Bytes that can be transferred to the writer thread: the view must cover its whole ArrayBuffer
@@ -99,6 +117,7 @@ export class SqliteEventQueue implements EventQueue {
       this.#probeTimer = setInterval(() => {
         // Only when idle: a real append is as good a probe, and nothing may overtake a pending one.
         if (this.#inFlight || this.#pending.length > 0 || this.#closed) return;
+        if (!hasRoomForARequest(this.#file)) return;
         this.#send([]);
       }, PROBE_INTERVAL_MS);
       this.#probeTimer.unref();

@@ -62,7 +62,11 @@ export function openQueueDatabase(file: string, options: { readonly?: boolean } 
   return db;
 }
 
-/** Reads records from `fromSeq` on, expanding segments into one record per event. */
+/**
+ * Reads records from `fromSeq` on, expanding segments into one record per event. Steps through
+ * segments one row at a time and stops as soon as `limit` records are collected, so a reader of a
+ * few thousand records never fetches (and parses) large segments it will not use.
+ */
 export function readRecords(db: Database.Database, options: ReadOptions): QueueRecord[] {
   const records: QueueRecord[] = [];
   if (options.limit <= 0) return records;
@@ -70,37 +74,35 @@ export function readRecords(db: Database.Database, options: ReadOptions): QueueR
   const start = db
     .prepare('SELECT COALESCE(MAX(first_seq), 0) AS s FROM queue_segments WHERE first_seq <= ?')
     .get(options.fromSeq) as { s: number };
-  const query = options.dataSetId === undefined
-    ? db.prepare('SELECT * FROM queue_segments WHERE first_seq >= ? ORDER BY first_seq LIMIT ?')
-    : db.prepare('SELECT * FROM queue_segments WHERE first_seq >= ? AND data_set_id = ? ORDER BY first_seq LIMIT ?');
-  let cursor = start.s;
-  for (;;) {
-    const rows = (options.dataSetId === undefined
-      ? query.all(cursor, 256)
-      : query.all(cursor, options.dataSetId, 256)) as SegmentRow[];
-    for (const row of rows) {
-      const events = segmentEvents(row.events);
-      const metas = row.metas === null ? null : (JSON.parse(row.metas) as (QueueRecord['meta'] | null)[]);
-      for (let i = 0; i < events.length; i++) {
-        const seq = row.first_seq + i;
-        if (seq < options.fromSeq) continue;
-        const meta = metas?.[i];
-        records.push({
-          seq,
-          received_at: row.received_at,
-          data_set_id: row.data_set_id,
-          key_id: row.key_id,
-          request_id: row.request_id,
-          policy_version: row.policy_version,
-          event: events[i]!,
-          ...(meta ? { meta } : {}),
-        });
-        if (records.length >= options.limit) return records;
+  const rows = (
+    options.dataSetId === undefined
+      ? db.prepare('SELECT * FROM queue_segments WHERE first_seq >= ? ORDER BY first_seq').iterate(start.s)
+      : db.prepare('SELECT * FROM queue_segments WHERE first_seq >= ? AND data_set_id = ? ORDER BY first_seq').iterate(start.s, options.dataSetId)
+  ) as IterableIterator<SegmentRow>;
+  for (const row of rows) {
+    const events = segmentEvents(row.events);
+    const metas = row.metas === null ? null : (JSON.parse(row.metas) as (QueueRecord['meta'] | null)[]);
+    for (let i = 0; i < events.length; i++) {
+      const seq = row.first_seq + i;
+      if (seq < options.fromSeq) continue;
+      const meta = metas?.[i];
+      records.push({
+        seq,
+        received_at: row.received_at,
+        data_set_id: row.data_set_id,
+        key_id: row.key_id,
+        request_id: row.request_id,
+        policy_version: row.policy_version,
+        event: events[i]!,
+        ...(meta ? { meta } : {}),
+      });
+      if (records.length >= options.limit) {
+        // Leaving the loop early closes the statement's iterator (its `return` runs).
+        return records;
       }
     }
-    if (rows.length < 256) return records;
-    cursor = rows[rows.length - 1]!.first_seq + 1;
   }
+  return records;
 }
 
 /** The last sequence number in the queue (0 when empty): one index probe, for consumer lag. */
@@ -118,4 +120,9 @@ export function receivedAtOfSeq(db: Database.Database, seq: number): number | nu
     .get(seq) as { first_seq: number; event_count: number; received_at: number } | undefined;
   if (!row || seq >= row.first_seq + row.event_count) return null;
   return row.received_at;
+}
+
+/** readRecords over all data sets; the consumer's name for it. */
+export function readRecordsIncremental(db: Database.Database, fromSeq: number, limit: number): QueueRecord[] {
+  return readRecords(db, { fromSeq, limit });
 }

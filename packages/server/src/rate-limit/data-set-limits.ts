@@ -18,10 +18,14 @@ export const DEFAULT_LIMITS: DataSetLimits = Object.freeze({ rps: 1000, burstRps
 /**
  * The sustained bucket holds exactly the extra requests a burst may spend: running at burstRps while
  * refilling at rps drains (burstRps - rps) per second, so it empties after burstSeconds.
- * At least one request's worth, so that rps == burstRps still admits.
+ *
+ * At least one second of rps: with rps == burstRps the formula gives 0, and a bucket of a single
+ * token refuses every request that arrives in the same millisecond as another (the refill is
+ * time-based), so a data set limited to 100,000 req/s was held to a few hundred. The per-second
+ * peak counter still caps every second at burstRps, so the larger bucket never admits more.
  */
 export function sustainedCapacity(limits: DataSetLimits): number {
-  return Math.max(1, (limits.burstRps - limits.rps) * limits.burstSeconds);
+  return Math.max(limits.rps, (limits.burstRps - limits.rps) * limits.burstSeconds);
 }
 
 /** The events bucket holds one second of events, and never less than one full batch. */

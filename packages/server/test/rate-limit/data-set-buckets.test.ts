@@ -77,3 +77,19 @@ test('RateLimit-Policy and RateLimit headers describe the three quotas', () => {
   assert.equal(headers['ratelimit-policy'], '"burst";q=5000;w=1, "sustained";q=240000;w=240, "events";q=100000;w=1');
   assert.equal(headers.ratelimit, '"burst";r=4999;t=1, "sustained";r=239999;t=1, "events";r=99900;t=1');
 });
+
+test('rps == burst-rps: concurrent requests in the same millisecond are admitted up to the limit', () => {
+  // Regression: the sustained bucket was a single token when burst-rps equalled rps, so every
+  // request after the first within one millisecond was refused.
+  const limits: DataSetLimits = { rps: 100_000, burstRps: 100_000, burstSeconds: 60, eps: 10_000_000 };
+  const t0 = 11_000_000;
+  const buckets = new DataSetBuckets(limits, t0);
+  let admitted = 0;
+  for (let i = 0; i < 500; i++) if (buckets.take(1, 0, t0).ok) admitted++;
+  assert.equal(admitted, 500);
+  // And the per-second cap still holds: one second never admits more than burst-rps.
+  const second = new DataSetBuckets({ rps: 10, burstRps: 10, burstSeconds: 1, eps: 1000 }, t0);
+  let inSecond = 0;
+  for (let i = 0; i < 50; i++) if (second.take(1, 0, t0 + i * 10).ok) inSecond++;
+  assert.equal(inSecond, 10);
+});

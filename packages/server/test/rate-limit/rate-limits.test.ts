@@ -128,8 +128,8 @@ describe('rate limits, serve --workers 2', () => {
   before(async () => {
     const dataDir = tempDataDir();
     creds = await provision(dataDir, ['node-wide']);
-    // Sustained 20/s with a 5-request bucket ((25 - 20) * 1 s) and at most 25 in any second.
-    await cliJson(dataDir, ['data-set', 'limits', 'node-wide', '--rps', '20', '--burst-rps', '25', '--burst-seconds', '1']);
+    // Sustained 20/s with a 20-request bucket ((40 - 20) * 1 s) and at most 40 in any second.
+    await cliJson(dataDir, ['data-set', 'limits', 'node-wide', '--rps', '20', '--burst-rps', '40', '--burst-seconds', '1']);
     server = await startServer({ dataDir, args: ['--workers', '2'] });
   });
   after(() => server.stop());
@@ -154,8 +154,9 @@ describe('rate limits, serve --workers 2', () => {
       }),
     );
     const elapsed = (Date.now() - started) / 1000;
-    // The bucket's 5 plus 20/s: the most the limits allow in `elapsed` seconds.
-    const allowed = 5 + 20 * elapsed;
+    // The bucket's 20 plus 20/s: the most the limits allow in `elapsed` seconds (the first second's
+    // 40 is also exactly the per-second cap).
+    const allowed = 20 + 20 * elapsed;
     assert.ok(refused > 0, 'the offered load exceeded the limit');
     assert.ok(admitted <= allowed * 1.05, `admitted ${admitted} of at most ${allowed.toFixed(1)}`);
     assert.ok(admitted >= allowed * 0.95 - 1, `admitted ${admitted}, expected about ${allowed.toFixed(1)}`);

@@ -25,7 +25,7 @@ for (const [input, digest] of VECTORS) {
       },
     });
     const result = processor.check(structuredClone(event), { nowSeconds: NOW, policy: policy() });
-    assert.deepEqual(result, { ok: true, event, meta: undefined });
+    assert.deepEqual(result, { ok: true, event, meta: undefined, modified: false });
   });
 
   test(`uppercase sha256(${JSON.stringify(input)}) fails the hash rule`, () => {

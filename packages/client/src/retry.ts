@@ -1,0 +1,92 @@
+/**
+ * The interface spec's retry guidance as pure functions:
+ *   200/207: done (on 207 only the listed events are rejected; they are returned, never resent);
+ *   500 (any 5xx), 408, network errors and time-outs: retry with exponential backoff, full jitter;
+ *   429: wait Retry-After, then retry;
+ *   plain 400/401 (and other 4xx): never retried without changing the request.
+ */
+
+export type ResponseClass = 'done' | 'retry' | 'rate-limited' | 'refused';
+
+export function classifyStatus(status: number): ResponseClass {
+  if (status === 200 || status === 207) return 'done';
+  if (status === 429) return 'rate-limited';
+  if (status >= 500 || status === 408) return 'retry';
+  return 'refused';
+}
+
+export interface BackoffOptions {
+  /** First retry waits up to this long (ms). */
+  readonly baseMs: number;
+  /** No retry waits longer than this (ms). */
+  readonly maxMs: number;
+}
+
+export const DEFAULT_BACKOFF: BackoffOptions = { baseMs: 250, maxMs: 20_000 };
+
+/**
+ * "Full jitter" exponential backoff: a uniformly random delay in [0, min(maxMs, baseMs * 2^retry)),
+ * where retry counts from 0 for the first retry.
+ */
+export function backoffDelayMs(retry: number, options: BackoffOptions = DEFAULT_BACKOFF, random: () => number = Math.random): number {
+  const ceiling = Math.min(options.maxMs, options.baseMs * 2 ** Math.min(retry, 30));
+  return Math.floor(random() * ceiling);
+}
+
+/**
+ * Retry-After as milliseconds from now: delay-seconds (`3`) or an HTTP-date. Undefined when absent
+ * or unreadable (the caller then backs off exponentially).
+ */
+export function parseRetryAfterMs(value: string | string[] | undefined, nowMs: number = Date.now()): number | undefined {
+  const header = Array.isArray(value) ? value[0] : value;
+  if (header === undefined) return undefined;
+  const text = header.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  if (/^\d+\.\d+$/.test(text)) return Math.ceil(Number(text) * 1000);
+  const date = Date.parse(text);
+  if (Number.isNaN(date) || !/[a-z]/i.test(text)) return undefined;
+  return Math.max(0, date - nowMs);
+}
+
+/** TLS verification failures: the same answer on every attempt, so they are not retried. */
+const PERMANENT_NETWORK_CODES = new Set([
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_UNTRUSTED',
+  'CERT_REVOKED',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  'ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION',
+  'ERR_SSL_UNSUPPORTED_PROTOCOL',
+  'ERR_SSL_WRONG_VERSION_NUMBER',
+  'ENOTFOUND',
+]);
+
+function errorCode(error: unknown): string | undefined {
+  let e: unknown = error;
+  for (let depth = 0; depth < 4 && e && typeof e === 'object'; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && PERMANENT_NETWORK_CODES.has(code)) return code;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return (error as { code?: string } | null)?.code;
+}
+
+/** False for errors that retrying cannot fix (certificate not trusted, unknown host name). */
+export function isRetryableNetworkError(error: unknown): boolean {
+  const code = errorCode(error);
+  return !(code !== undefined && PERMANENT_NETWORK_CODES.has(code));
+}
+
+/** One line describing a network error, with its code: `network error: ECONNRESET (other side closed)`. */
+export function describeNetworkError(error: unknown): string {
+  if (!(error instanceof Error)) return `network error: ${String(error)}`;
+  if (error.name === 'TimeoutError' || error.name === 'AbortError') return `time-out: ${error.message}`;
+  const code = errorCode(error);
+  const cause = error.cause instanceof Error && error.cause.message !== error.message ? `; ${error.cause.message}` : '';
+  return `network error: ${code ? `${code} ` : ''}(${error.message}${cause})`;
+}

@@ -1,0 +1,49 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { backoffDelayMs, classifyStatus, describeNetworkError, isRetryableNetworkError, parseRetryAfterMs } from '../src/index.js';
+
+test('status classes follow the retry guidance', () => {
+  assert.equal(classifyStatus(200), 'done');
+  assert.equal(classifyStatus(207), 'done');
+  assert.equal(classifyStatus(429), 'rate-limited');
+  for (const s of [500, 502, 503, 504, 408]) assert.equal(classifyStatus(s), 'retry', String(s));
+  for (const s of [400, 401, 403, 404, 413]) assert.equal(classifyStatus(s), 'refused', String(s));
+});
+
+test('full jitter: uniform in [0, min(cap, base * 2^retry))', () => {
+  const o = { baseMs: 100, maxMs: 1000 };
+  assert.equal(backoffDelayMs(0, o, () => 0), 0);
+  assert.equal(backoffDelayMs(0, o, () => 0.999999), 99);
+  assert.equal(backoffDelayMs(1, o, () => 0.5), 100);
+  assert.equal(backoffDelayMs(3, o, () => 0.999999), 799);
+  assert.equal(backoffDelayMs(4, o, () => 0.999999), 999, 'capped');
+  assert.equal(backoffDelayMs(1000, o, () => 0.5), 500, 'no overflow');
+  for (let i = 0; i < 1000; i++) {
+    const d = backoffDelayMs(2, o);
+    assert.ok(d >= 0 && d < 400);
+  }
+});
+
+test('Retry-After: delay-seconds or HTTP-date', () => {
+  assert.equal(parseRetryAfterMs('3'), 3000);
+  assert.equal(parseRetryAfterMs(' 0 '), 0);
+  assert.equal(parseRetryAfterMs(['2', '9']), 2000);
+  assert.equal(parseRetryAfterMs('1.5'), 1500);
+  const now = Date.parse('2025-05-06T19:07:44Z');
+  assert.equal(parseRetryAfterMs('Tue, 06 May 2025 19:07:49 GMT', now), 5000);
+  assert.equal(parseRetryAfterMs('Tue, 06 May 2025 19:07:00 GMT', now), 0, 'a date in the past means now');
+  assert.equal(parseRetryAfterMs(undefined), undefined);
+  assert.equal(parseRetryAfterMs('soon'), undefined);
+  assert.equal(parseRetryAfterMs('-1'), undefined);
+});
+
+test('network errors are retried, certificate failures are not', () => {
+  const reset = Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' });
+  assert.equal(isRetryableNetworkError(reset), true);
+  assert.equal(isRetryableNetworkError(Object.assign(new Error('x'), { code: 'ECONNREFUSED' })), true);
+  const cert = Object.assign(new Error('fetch failed'), { cause: Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' }) });
+  assert.equal(isRetryableNetworkError(cert), false);
+  assert.match(describeNetworkError(cert), /DEPTH_ZERO_SELF_SIGNED_CERT/);
+  assert.match(describeNetworkError(reset), /^network error: UND_ERR_SOCKET/);
+  assert.match(describeNetworkError(new DOMException('The operation timed out', 'TimeoutError')), /^time-out/);
+});

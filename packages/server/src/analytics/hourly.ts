@@ -1,0 +1,209 @@
+/**
+ * Analytics as pure functions: what one merged record contributes to its hour's counters, the
+ * match-quality formula, the grouping of rejection messages, and the stats document built from
+ * counter rows. Storage only ever adds integer deltas to named counters per (data set, hour), so
+ * that the same records always give the same figures, whatever the batch boundaries were.
+ *
+ * Counters of the merged view (per data set and UTC hour of the record's first_received_at):
+ *   events                  distinct events (merged records)
+ *   type:<event_type>       events by event_type
+ *   source:<source>         events by source ("(none)" when absent)
+ *   value:<currency>        summed value, in millionths of the currency unit (exact integer sums)
+ *   cov:<event_type>:<kind> events of that type carrying the identifier kind (see COVERAGE_FIELDS)
+ *   mmt                     measurement-only events
+ * and per UTC hour of the arriving record's received_at:
+ *   received                queued records applied (including re-sends)
+ *   merged                  records merged into an existing record
+ *   discarded               records discarded because they arrived after the merge window
+ * Counters of ingest (written by the serving processes, per hour of arrival):
+ *   accepted, rejected, reason:<group>
+ */
+import { COVERAGE_FIELDS, coverageOf, type CoverageField } from '../merged-view/identity.js';
+import { isPlainObject, type JsonObject } from '../merged-view/merge.js';
+
+export const HOUR_MS = 3_600_000;
+
+/** Start (ms) of the UTC hour holding `ms`. */
+export function hourOf(ms: number): number {
+  return Math.floor(ms / HOUR_MS) * HOUR_MS;
+}
+
+export type Counters = Map<string, number>;
+
+export function addCounter(counters: Counters, name: string, delta: number): void {
+  if (delta === 0) return;
+  counters.set(name, (counters.get(name) ?? 0) + delta);
+}
+
+/** Value in millionths, rounded, so that sums are exact integers. */
+export function toMicros(value: number): number {
+  return Math.round(value * 1_000_000);
+}
+
+/** The counters one merged record contributes to the hour of its first_received_at. */
+export function contributionOf(event: JsonObject, measurementOnly: boolean): Counters {
+  const counters: Counters = new Map();
+  const type = typeof event.event_type === 'string' ? event.event_type : '(none)';
+  counters.set('events', 1);
+  counters.set(`type:${type}`, 1);
+  counters.set(`source:${typeof event.source === 'string' ? event.source : '(none)'}`, 1);
+  if (typeof event.value === 'number' && Number.isFinite(event.value) && typeof event.currency_code === 'string') {
+    const micros = toMicros(event.value);
+    if (micros !== 0) counters.set(`value:${event.currency_code.toUpperCase()}`, micros);
+  }
+  const coverage = coverageOf(event);
+  for (const field of COVERAGE_FIELDS) if (coverage[field]) counters.set(`cov:${type}:${field}`, 1);
+  if (measurementOnly) counters.set('mmt', 1);
+  return counters;
+}
+
+/** Whether a queued record is measurement-only: consent policy decided so, or the sender said so. */
+export function isMeasurementOnly(event: JsonObject, meta: { consent?: { decision?: string } } | undefined): boolean {
+  if (meta?.consent?.decision === 'measurement_only') return true;
+  return isPlainObject(event.user_data) && event.user_data.mmt_only === true;
+}
+
+/**
+ * Match quality, 0 to 10, of the events of one type: 10 × the weighted identifier coverage,
+ * where coverage of a kind is the share of the events carrying it and the weights sum to 1.
+ * A type whose every event has email, phone, customer id, click id, address and IP + user agent
+ * scores 10; one with none of them scores 0. Rounded to one decimal.
+ */
+export const MATCH_QUALITY_WEIGHTS: Readonly<Record<CoverageField, number>> = Object.freeze({
+  email: 0.3,
+  phone: 0.2,
+  customer_id: 0.15,
+  click_id: 0.15,
+  address: 0.1,
+  ip_user_agent: 0.1,
+});
+
+export function matchQuality(shares: Readonly<Record<CoverageField, number>>): number {
+  // Integer arithmetic (weights in hundredths, shares in ten-thousandths), so that the rounding to
+  // one decimal never depends on the order of floating-point additions.
+  let total = 0;
+  for (const field of COVERAGE_FIELDS) total += Math.round(MATCH_QUALITY_WEIGHTS[field] * 100) * Math.round((shares[field] ?? 0) * 10_000);
+  return Math.round(total / 10_000) / 10;
+}
+
+const MAX_REASON_LENGTH = 160;
+
+/**
+ * The group of a rejection message: the message with array indexes replaced by `[]`, so that
+ * `hashed field user_data.email_address[3] is not …` and `…[0] …` count together. The spec's
+ * messages carry field paths and echoed enum values only, never identifiers.
+ */
+export function reasonGroupOf(message: string): string {
+  const grouped = message.replace(/\[\d+\]/g, '[]').replace(/\/\d+(?=\/|\s|$)/g, '/[]');
+  return grouped.length > MAX_REASON_LENGTH ? `${grouped.slice(0, MAX_REASON_LENGTH)}…` : grouped;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The stats document
+
+export interface CounterRow {
+  readonly hour: number;
+  readonly name: string;
+  readonly n: number;
+}
+
+export interface StatsFigures {
+  events: number;
+  received: number;
+  merged_duplicates: number;
+  discarded_after_merge_window: number;
+  by_event_type: Record<string, number>;
+  by_source: Record<string, number>;
+  value_by_currency: Record<string, number>;
+  ingest: { accepted: number; rejected: number; rejections: Record<string, number> };
+  identifier_coverage: Record<CoverageField, number>;
+  measurement_only_share: number;
+  match_quality: Record<string, { events: number; score: number; coverage: Record<CoverageField, number> }>;
+}
+
+export interface StatsDocument {
+  readonly data_set_id: string;
+  readonly since: string;
+  readonly totals: StatsFigures;
+  readonly hours: ({ hour: string } & StatsFigures)[];
+}
+
+const share = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((part / whole) * 10_000) / 10_000);
+
+function sortedRecord(map: Map<string, number>, scale = 1): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const key of [...map.keys()].sort()) {
+    const n = map.get(key)!;
+    if (n !== 0) out[key] = scale === 1 ? n : n / scale;
+  }
+  return out;
+}
+
+/** Figures from the summed counters of one hour or of a whole range. */
+export function figuresOf(counters: Counters): StatsFigures {
+  const get = (name: string) => counters.get(name) ?? 0;
+  const byType = new Map<string, number>();
+  const bySource = new Map<string, number>();
+  const value = new Map<string, number>();
+  const reasons = new Map<string, number>();
+  const cov = new Map<string, Map<CoverageField, number>>();
+  for (const [name, n] of counters) {
+    if (name.startsWith('type:')) byType.set(name.slice(5), n);
+    else if (name.startsWith('source:')) bySource.set(name.slice(7), n);
+    else if (name.startsWith('value:')) value.set(name.slice(6), n);
+    else if (name.startsWith('reason:')) reasons.set(name.slice(7), n);
+    else if (name.startsWith('cov:')) {
+      const at = name.lastIndexOf(':');
+      const type = name.slice(4, at);
+      const field = name.slice(at + 1) as CoverageField;
+      if (!cov.has(type)) cov.set(type, new Map());
+      cov.get(type)!.set(field, n);
+    }
+  }
+  const events = get('events');
+  const overall = {} as Record<CoverageField, number>;
+  for (const field of COVERAGE_FIELDS) {
+    let sum = 0;
+    for (const m of cov.values()) sum += m.get(field) ?? 0;
+    overall[field] = share(sum, events);
+  }
+  const quality: StatsFigures['match_quality'] = {};
+  for (const type of [...byType.keys()].sort()) {
+    const count = byType.get(type)!;
+    if (count === 0) continue;
+    const shares = {} as Record<CoverageField, number>;
+    for (const field of COVERAGE_FIELDS) shares[field] = share(cov.get(type)?.get(field) ?? 0, count);
+    quality[type] = { events: count, score: matchQuality(shares), coverage: shares };
+  }
+  return {
+    events,
+    received: get('received'),
+    merged_duplicates: get('merged'),
+    discarded_after_merge_window: get('discarded'),
+    by_event_type: sortedRecord(byType),
+    by_source: sortedRecord(bySource),
+    value_by_currency: sortedRecord(value, 1_000_000),
+    ingest: { accepted: get('accepted'), rejected: get('rejected'), rejections: sortedRecord(reasons) },
+    identifier_coverage: overall,
+    measurement_only_share: share(get('mmt'), events),
+    match_quality: quality,
+  };
+}
+
+/** The stats document of a data set from its counter rows (view and ingest rows together). */
+export function statsDocument(dataSetId: string, sinceMs: number, rows: readonly CounterRow[]): StatsDocument {
+  const byHour = new Map<number, Counters>();
+  const totals: Counters = new Map();
+  for (const row of rows) {
+    if (row.hour < hourOf(sinceMs)) continue;
+    if (!byHour.has(row.hour)) byHour.set(row.hour, new Map());
+    addCounter(byHour.get(row.hour)!, row.name, row.n);
+    addCounter(totals, row.name, row.n);
+  }
+  return {
+    data_set_id: dataSetId,
+    since: new Date(hourOf(sinceMs)).toISOString(),
+    totals: figuresOf(totals),
+    hours: [...byHour.keys()].sort((a, b) => a - b).map((hour) => ({ hour: new Date(hour).toISOString(), ...figuresOf(byHour.get(hour)!) })),
+  };
+}

@@ -1,0 +1,94 @@
+/**
+ * Read side of the asynchronous part for a serving process and the CLI: the stats document of a
+ * data set (view counters + ingest counters) and the consumer's lag, straight from the files; no
+ * IPC with the consumer is needed. Connections open lazily and stay open.
+ */
+import { Gauge, type Registry } from 'prom-client';
+import { ingestStatsDbFile, queueDbFile, viewDbFile, type Environment } from '../config.js';
+import { parseDurationMs } from '../control/duration.js';
+import { SqliteIngestStatsStore, SqliteViewStore } from '../merged-view/sqlite-view-store.js';
+import { lagOf, SqliteQueueSource, type ConsumerLag } from '../consumer/sqlite-queue-source.js';
+import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
+import { hourOf, statsDocument, type StatsDocument } from './hourly.js';
+
+export const DEFAULT_STATS_WINDOW = '24h';
+
+/** `--since` / `?since=`: a duration back from now (`24h`, `7d`), an ISO 8601 time, or epoch ms. */
+export function parseSince(text: string | undefined, nowMs: number): number {
+  const value = (text ?? DEFAULT_STATS_WINDOW).trim();
+  if (/^\d+(?:\.\d+)?\s*(ms|s|m|h|d)$/.test(value)) return nowMs - parseDurationMs(value);
+  if (/^\d{10,}$/.test(value)) return Number(value);
+  const parsed = Date.parse(value);
+  if (Number.isNaN(parsed)) throw new Error(`invalid time "${value}": use a duration back from now (24h, 7d) or an ISO 8601 time`);
+  return parsed;
+}
+
+export class StatsReader {
+  readonly #dataDir: string;
+  readonly #env: Environment;
+  #view: SqliteViewStore | null = null;
+  #ingest: SqliteIngestStatsStore | null = null;
+  #queue: SqliteQueueSource | null = null;
+
+  constructor(dataDir: string, env: Environment) {
+    this.#dataDir = dataDir;
+    this.#env = env;
+  }
+
+  view(): SqliteViewStore {
+    return (this.#view ??= new SqliteViewStore(viewDbFile(this.#dataDir, this.#env)));
+  }
+
+  async stats(dataSetId: string, sinceMs: number): Promise<StatsDocument> {
+    this.#ingest ??= new SqliteIngestStatsStore(ingestStatsDbFile(this.#dataDir, this.#env));
+    const since = hourOf(sinceMs);
+    const rows = [...(await this.view().counters(dataSetId, since)), ...(await this.#ingest.counters(dataSetId, since))];
+    return statsDocument(dataSetId, sinceMs, rows);
+  }
+
+  async lag(nowMs = Date.now()): Promise<ConsumerLag> {
+    const nextSeq = await this.view().offset(VIEW_CONSUMER);
+    this.#queue ??= new SqliteQueueSource(queueDbFile(this.#dataDir, this.#env));
+    return lagOf(nextSeq, this.#queue.position(nextSeq), nowMs);
+  }
+
+  async close(): Promise<void> {
+    await this.#view?.close();
+    await this.#ingest?.close();
+    await this.#queue?.close();
+    this.#view = this.#ingest = this.#queue = null;
+  }
+}
+
+/**
+ * Consumer lag gauges, computed on scrape from view.db's offset and the queue's head. With
+ * `serve --workers N` every serving process reports the same figures; `max` keeps one.
+ */
+export function registerConsumerLagGauges(registry: Registry, reader: Pick<StatsReader, 'lag'>): void {
+  let last: Promise<ConsumerLag | null> | null = null;
+  // Both gauges are collected in one scrape; read the files once for the pair.
+  const read = () => {
+    last ??= reader.lag().catch(() => null).finally(() => setTimeout(() => (last = null), 50).unref());
+    return last;
+  };
+  new Gauge({
+    name: 'ecapi_consumer_lag_records',
+    help: 'Queued records the merged-view consumer has not applied yet',
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      const lag = await read();
+      if (lag) this.set(lag.lag_records);
+    },
+  });
+  new Gauge({
+    name: 'ecapi_consumer_lag_seconds',
+    help: 'Age of the oldest queued record the merged-view consumer has not applied yet (0 when caught up)',
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      const lag = await read();
+      if (lag) this.set(lag.lag_seconds);
+    },
+  });
+}

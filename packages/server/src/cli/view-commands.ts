@@ -1,0 +1,176 @@
+/**
+ * CLI of the asynchronous side: the consumer process (`worker`, `worker status`), the merged view
+ * (`events get`, `events export`), identities (`identities get`) and analytics (`stats`).
+ * Reads open view.db alongside a running consumer (WAL: readers never block it).
+ */
+import { Command, Option } from 'commander';
+import { parseSince, StatsReader } from '../analytics/stats-reader.js';
+import type { StatsDocument, StatsFigures } from '../analytics/hourly.js';
+import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
+import { runViewWorker } from '../consumer/view-worker.js';
+import { recordKeyForId } from '../merged-view/merge.js';
+import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
+import { createLogger } from '../observability/logger.js';
+import { CliError } from './cli-io.js';
+import type { CliContext } from './cli-context.js';
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The JSON form of a merged record (`events get`, one line of `events export`). */
+export async function mergedRecordJson(store: ViewStore, record: MergedRecord) {
+  const identityKey = record.identityKey === null ? null : ((await store.resolveIdentity(record.dataSetId, record.identityKey)) ?? record.identityKey);
+  return {
+    data_set_id: record.dataSetId,
+    id: record.eventId,
+    identity_key: identityKey,
+    first_received_at: iso(record.firstReceivedAt),
+    last_received_at: iso(record.lastReceivedAt),
+    merged_count: record.mergedCount,
+    measurement_only: record.measurementOnly,
+    first_seq: record.firstSeq,
+    last_seq: record.lastSeq,
+    event: record.event,
+  };
+}
+
+function statsText(doc: StatsDocument): string {
+  const f: StatsFigures = doc.totals;
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  const lines = [
+    `data set ${doc.data_set_id}, since ${doc.since} (${doc.hours.length} hour(s) with data)`,
+    `events: ${f.events} distinct (${f.received} received, ${f.merged_duplicates} merged duplicates, ${f.discarded_after_merge_window} discarded after the merge window)`,
+    `ingest: ${f.ingest.accepted} accepted, ${f.ingest.rejected} rejected`,
+    ...Object.entries(f.ingest.rejections).map(([reason, n]) => `  ${n}\t${reason}`),
+    `by event_type: ${Object.entries(f.by_event_type).map(([k, n]) => `${k}=${n}`).join(' ') || '-'}`,
+    `by source: ${Object.entries(f.by_source).map(([k, n]) => `${k}=${n}`).join(' ') || '-'}`,
+    `value: ${Object.entries(f.value_by_currency).map(([k, n]) => `${n} ${k}`).join(', ') || '-'}`,
+    `identifier coverage: ${Object.entries(f.identifier_coverage).map(([k, x]) => `${k}=${pct(x)}`).join(' ')}`,
+    `measurement-only: ${pct(f.measurement_only_share)}`,
+    `match quality (0-10): ${Object.entries(f.match_quality).map(([k, q]) => `${k}=${q.score}`).join(' ') || '-'}`,
+  ];
+  return lines.join('\n');
+}
+
+export function registerViewCommands(program: Command, ctx: CliContext): void {
+  const withReader = async <T>(fn: (reader: StatsReader) => Promise<T>): Promise<T> => {
+    const g = ctx.globals();
+    const reader = new StatsReader(g.dataDir, g.env);
+    try {
+      return await fn(reader);
+    } finally {
+      await reader.close();
+    }
+  };
+
+  // worker
+  const worker = program
+    .command('worker')
+    .description('run the merged-view consumer (identities, analytics) until SIGTERM; `serve` runs one unless --no-worker')
+    .addOption(new Option('--batch-size <n>', 'queue records per transaction').default('2000'))
+    .action((opts: { batchSize: string }) => {
+      const g = ctx.globals();
+      const batchSize = Number(opts.batchSize);
+      if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) throw new CliError(`invalid batch size "${opts.batchSize}"`);
+      const logger = createLogger();
+      const stopped = new Promise<void>((resolve) => {
+        process.once('SIGTERM', () => resolve());
+        process.once('SIGINT', () => resolve());
+      });
+      ctx.keepAlive(
+        runViewWorker({ dataDir: g.dataDir, env: g.env, logger, stopped, batchSize }).finally(() => logger.flush()),
+      );
+    });
+  worker
+    .command('status')
+    .description('consumer offset, lag (records and seconds) and whether a consumer is running')
+    .action(() =>
+      withReader(async (reader) => {
+        const g = ctx.globals();
+        const now = Date.now();
+        const lag = await reader.lag(now);
+        const beat = await reader.view().lastHeartbeat(VIEW_CONSUMER);
+        const running = beat !== null && beat.at > 0 && now - beat.at < 10_000;
+        const json = {
+          consumer: VIEW_CONSUMER,
+          running,
+          pid: running ? beat!.pid : null,
+          heartbeat_at: beat && beat.at > 0 ? iso(beat.at) : null,
+          ...lag,
+        };
+        if (g.json) return void ctx.out(JSON.stringify(json));
+        ctx.out(
+          `consumer ${json.consumer}: ${running ? `running (pid ${json.pid})` : 'not running'}\n` +
+            `next seq ${lag.next_seq}, queue last seq ${lag.queue_last_seq}\n` +
+            `lag: ${lag.lag_records} record(s), ${lag.lag_seconds} s`,
+        );
+      }),
+    );
+
+  // events
+  const events = program.command('events').description('read the merged view');
+  events
+    .command('get <data_set_id> <id>')
+    .description('print the merged record of an event id as JSON')
+    .action((dataSetId: string, id: string) =>
+      withReader(async (reader) => {
+        const store = reader.view();
+        const record = await store.getRecord(dataSetId, recordKeyForId(id));
+        if (!record) throw new CliError(`no merged record for id "${id}" in data set ${dataSetId} (not sent, or not consumed yet)`);
+        ctx.out(JSON.stringify(await mergedRecordJson(store, record)));
+      }),
+    );
+  events
+    .command('export')
+    .description('print merged records as NDJSON, in order of first arrival')
+    .requiredOption('--data-set <id>', 'data set')
+    .option('--since <time>', 'only records updated since: a duration back from now (24h) or an ISO 8601 time')
+    .action((opts: { dataSet: string; since?: string }) =>
+      withReader(async (reader) => {
+        const since = opts.since === undefined ? 0 : parseSince(opts.since, Date.now());
+        const store = reader.view();
+        await store.exportRecords(opts.dataSet, since, async (page) => {
+          const lines: string[] = [];
+          for (const record of page) lines.push(JSON.stringify(await mergedRecordJson(store, record)));
+          ctx.io.stdout.write(lines.join('\n') + '\n');
+        });
+      }),
+    );
+
+  // identities
+  const identities = program.command('identities').description('read identities (events linked by shared identifiers)');
+  identities
+    .command('get <data_set_id> <identity_key>')
+    .description('print an identity: its live key, identifiers and event count')
+    .action((dataSetId: string, identityKey: string) =>
+      withReader(async (reader) => {
+        const identity = await reader.view().getIdentity(dataSetId, identityKey);
+        if (!identity) throw new CliError(`no identity "${identityKey}" in data set ${dataSetId}`);
+        const json = {
+          data_set_id: identity.dataSetId,
+          identity_key: identity.identityKey,
+          requested_key: identity.requestedKey,
+          absorbed_keys: identity.absorbedKeys,
+          event_count: identity.eventCount,
+          identifiers: identity.identifiers,
+        };
+        if (ctx.globals().json) return void ctx.out(JSON.stringify(json));
+        ctx.out(
+          `identity ${json.identity_key}${json.requested_key !== json.identity_key ? ` (${json.requested_key} was merged into it)` : ''}\n` +
+            `events: ${json.event_count}\nidentifiers (${json.identifiers.length}):\n` +
+            json.identifiers.map((i) => `  ${i}`).join('\n'),
+        );
+      }),
+    );
+
+  // stats
+  program
+    .command('stats <data_set_id>')
+    .description('analytics of a data set per hour: events by type and source, value, ingest outcomes, coverage, match quality')
+    .option('--since <time>', 'a duration back from now (24h, 7d) or an ISO 8601 time', '24h')
+    .action((dataSetId: string, opts: { since: string }) =>
+      withReader(async (reader) => {
+        const doc = await reader.stats(dataSetId, parseSince(opts.since, Date.now()));
+        ctx.out(ctx.globals().json ? JSON.stringify(doc) : statsText(doc));
+      }),
+    );
+}

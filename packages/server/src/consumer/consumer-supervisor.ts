@@ -1,0 +1,76 @@
+/**
+ * Runs the consumer (`ecapi-ingest worker`) as a child process of `serve`, for both the single
+ * process and the `--workers N` primary: one place that spawns it, restarts it when it dies (with a
+ * backoff that resets once it has run for a minute), and stops it with SIGTERM on shutdown.
+ *
+ * A separate process, not a thread of a serving process: the consumer's CPU and SQLite work never
+ * competes with the event loops that answer requests, and a crash of either side leaves the other
+ * running.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { Environment } from '../config.js';
+import type { Logger } from '../observability/logger.js';
+
+/** The CLI entry point, relative to this compiled module (dist/src/consumer -> dist/src/bin). */
+export const CLI_BIN = fileURLToPath(new URL('../bin/ecapi-ingest.js', import.meta.url));
+
+export interface ConsumerSupervisor {
+  /** Pid of the running consumer, or null between restarts. */
+  pid(): number | null;
+  /** SIGTERM to the consumer, then wait for it to exit (SIGKILL after `graceMs`). */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export function startConsumerSupervisor(options: {
+  readonly dataDir: string;
+  readonly env: Environment;
+  readonly logger: Logger;
+  readonly bin?: string;
+}): ConsumerSupervisor {
+  const bin = options.bin ?? CLI_BIN;
+  let child: ChildProcess | null = null;
+  let stopping = false;
+  let failures = 0;
+  let restartTimer: NodeJS.Timeout | null = null;
+
+  const start = () => {
+    restartTimer = null;
+    if (stopping) return;
+    const startedAt = Date.now();
+    const proc = spawn(process.execPath, [bin, '--data-dir', options.dataDir, '--env', options.env, 'worker'], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      env: process.env,
+    });
+    child = proc;
+    proc.once('error', (error) => options.logger.error({ err: { message: error.message } }, 'consumer could not be started'));
+    proc.once('exit', (code, signal) => {
+      if (child === proc) child = null;
+      if (stopping) return;
+      failures = Date.now() - startedAt > 60_000 ? 1 : failures + 1;
+      const delay = Math.min(30_000, 500 * 2 ** (failures - 1));
+      options.logger.error({ code, signal, restart_in_ms: delay }, 'consumer exited; restarting');
+      restartTimer = setTimeout(start, delay);
+      restartTimer.unref();
+    });
+  };
+  start();
+
+  return {
+    pid: () => child?.pid ?? null,
+    async stop(graceMs = 15_000) {
+      stopping = true;
+      if (restartTimer) clearTimeout(restartTimer);
+      const proc = child;
+      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
+        proc.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        proc.kill('SIGTERM');
+      });
+    },
+  };
+}

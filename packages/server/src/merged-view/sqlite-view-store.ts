@@ -1,0 +1,374 @@
+/**
+ * Embedded store of the asynchronous side: `<env>/view.db` (merged records, identities, view
+ * counters, consumer offset), and `<env>/ingest-stats.db` (ingest outcomes from the serving
+ * processes).
+ *
+ * view.db has one writer, the consumer; the CLI and the admin port only read it (WAL: readers never
+ * block the writer nor wait for it). `synchronous = NORMAL`: a commit is not fsynced, so a power
+ * loss may roll back the last few batches; but a batch and its offset are one transaction, so
+ * they roll back together and are simply applied again from the queue (which is synced). Nothing
+ * is lost and nothing applies twice; the view is derived data.
+ *
+ * ingest-stats.db is a file of its own so that a serving process's once-a-second flush never waits
+ * for a consumer batch holding view.db's write lock (SQLite has one writer per file, WAL or not).
+ */
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { CounterRow } from '../analytics/hourly.js';
+import type { JsonObject } from './merge.js';
+import {
+  pairKey,
+  type ConsumerHeartbeat,
+  type DataSetCounterDelta,
+  type IdentifierLink,
+  type IdentityNode,
+  type IdentityView,
+  type IngestStatsStore,
+  type MergedRecord,
+  type RecordRef,
+  type ViewStore,
+  type ViewTransaction,
+} from './view-store.js';
+
+export const VIEW_SCHEMA = `
+CREATE TABLE IF NOT EXISTS view_records (
+  data_set_id TEXT NOT NULL,
+  record_key TEXT NOT NULL,
+  event_id TEXT,
+  first_seq INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL,
+  first_received_at INTEGER NOT NULL,
+  last_received_at INTEGER NOT NULL,
+  merged_count INTEGER NOT NULL,
+  identity_key TEXT,
+  measurement_only INTEGER NOT NULL,
+  event TEXT NOT NULL,
+  PRIMARY KEY (data_set_id, record_key)
+);
+CREATE TABLE IF NOT EXISTS identity_nodes (
+  data_set_id TEXT NOT NULL,
+  identity_key TEXT NOT NULL,
+  parent TEXT,
+  created_seq INTEGER NOT NULL,
+  event_count INTEGER NOT NULL,
+  identifier_count INTEGER NOT NULL,
+  PRIMARY KEY (data_set_id, identity_key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS identity_nodes_parent ON identity_nodes (data_set_id, parent) WHERE parent IS NOT NULL;
+CREATE TABLE IF NOT EXISTS identity_identifiers (
+  data_set_id TEXT NOT NULL,
+  identifier TEXT NOT NULL,
+  identity_key TEXT NOT NULL,
+  PRIMARY KEY (data_set_id, identifier)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS identity_identifiers_key ON identity_identifiers (data_set_id, identity_key);
+CREATE TABLE IF NOT EXISTS view_counters (
+  data_set_id TEXT NOT NULL,
+  hour INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  n INTEGER NOT NULL,
+  PRIMARY KEY (data_set_id, hour, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS consumer_offsets (
+  consumer TEXT PRIMARY KEY,
+  next_seq INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS consumer_heartbeats (
+  consumer TEXT PRIMARY KEY,
+  pid INTEGER NOT NULL,
+  at INTEGER NOT NULL
+) WITHOUT ROWID;
+`;
+
+export const INGEST_STATS_SCHEMA = `
+CREATE TABLE IF NOT EXISTS ingest_counters (
+  data_set_id TEXT NOT NULL,
+  hour INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  n INTEGER NOT NULL,
+  PRIMARY KEY (data_set_id, hour, name)
+) WITHOUT ROWID;
+`;
+
+function openDatabase(file: string, schema: string, options: { readonly?: boolean; busyTimeoutMs?: number } = {}): Database.Database {
+  mkdirSync(dirname(file), { recursive: true });
+  const db = new Database(file);
+  db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.exec(schema);
+  return db;
+}
+
+interface RecordRow {
+  data_set_id: string;
+  record_key: string;
+  event_id: string | null;
+  first_seq: number;
+  last_seq: number;
+  first_received_at: number;
+  last_received_at: number;
+  merged_count: number;
+  identity_key: string | null;
+  measurement_only: number;
+  event: string;
+  rowid?: number;
+}
+
+interface NodeRow {
+  data_set_id: string;
+  identity_key: string;
+  parent: string | null;
+  created_seq: number;
+  event_count: number;
+  identifier_count: number;
+}
+
+const recordOf = (row: RecordRow): MergedRecord => ({
+  dataSetId: row.data_set_id,
+  recordKey: row.record_key,
+  eventId: row.event_id,
+  firstSeq: row.first_seq,
+  lastSeq: row.last_seq,
+  firstReceivedAt: row.first_received_at,
+  lastReceivedAt: row.last_received_at,
+  mergedCount: row.merged_count,
+  identityKey: row.identity_key,
+  measurementOnly: row.measurement_only === 1,
+  event: JSON.parse(row.event) as JsonObject,
+});
+
+const nodeOf = (row: NodeRow): IdentityNode => ({
+  dataSetId: row.data_set_id,
+  identityKey: row.identity_key,
+  parent: row.parent,
+  createdSeq: row.created_seq,
+  eventCount: row.event_count,
+  identifierCount: row.identifier_count,
+});
+
+export class SqliteViewStore implements ViewStore {
+  readonly #db: Database.Database;
+  readonly #s;
+  readonly #tx: ViewTransaction;
+  #inTransaction = false;
+
+  constructor(file: string) {
+    this.#db = openDatabase(file, VIEW_SCHEMA);
+    // A larger page cache: the consumer's working set is the recent records and identities.
+    this.#db.pragma('cache_size = -65536');
+    // Checkpoint every ~32 MB of WAL rather than 4 MB: one consumer batch writes a few MB.
+    this.#db.pragma('wal_autocheckpoint = 8192');
+    const db = this.#db;
+    this.#s = {
+      offset: db.prepare('SELECT next_seq FROM consumer_offsets WHERE consumer = ?').pluck(),
+      setOffset: db.prepare(
+        'INSERT INTO consumer_offsets (consumer, next_seq) VALUES (?, ?) ON CONFLICT (consumer) DO UPDATE SET next_seq = excluded.next_seq',
+      ),
+      record: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key = ?'),
+      upsertRecord: db.prepare(
+        `INSERT INTO view_records (data_set_id, record_key, event_id, first_seq, last_seq, first_received_at, last_received_at,
+           merged_count, identity_key, measurement_only, event)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (data_set_id, record_key) DO UPDATE SET
+           event_id = excluded.event_id, first_seq = excluded.first_seq, last_seq = excluded.last_seq,
+           first_received_at = excluded.first_received_at, last_received_at = excluded.last_received_at,
+           merged_count = excluded.merged_count, identity_key = excluded.identity_key,
+           measurement_only = excluded.measurement_only, event = excluded.event`,
+      ),
+      link: db.prepare('SELECT identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier = ?').pluck(),
+      insertLink: db.prepare('INSERT OR REPLACE INTO identity_identifiers (data_set_id, identifier, identity_key) VALUES (?, ?, ?)'),
+      node: db.prepare('SELECT * FROM identity_nodes WHERE data_set_id = ? AND identity_key = ?'),
+      upsertNode: db.prepare(
+        'INSERT OR REPLACE INTO identity_nodes (data_set_id, identity_key, parent, created_seq, event_count, identifier_count) VALUES (?, ?, ?, ?, ?, ?)',
+      ),
+      // INDEXED BY: without statistics the planner would scan the data set's nodes by primary key.
+      reparent: db.prepare('UPDATE identity_nodes INDEXED BY identity_nodes_parent SET parent = ? WHERE data_set_id = ? AND parent = ?'),
+      addCounter: db.prepare(
+        'INSERT INTO view_counters (data_set_id, hour, name, n) VALUES (?, ?, ?, ?) ON CONFLICT (data_set_id, hour, name) DO UPDATE SET n = n + excluded.n',
+      ),
+      dropZeroCounter: db.prepare('DELETE FROM view_counters WHERE data_set_id = ? AND hour = ? AND name = ? AND n = 0'),
+      counters: db.prepare('SELECT hour, name, n FROM view_counters WHERE data_set_id = ? AND hour >= ?'),
+      members: db.prepare('SELECT identity_key FROM identity_nodes INDEXED BY identity_nodes_parent WHERE data_set_id = ? AND parent = ? ORDER BY identity_key').pluck(),
+      identifiersOf: db.prepare('SELECT identifier FROM identity_identifiers WHERE data_set_id = ? AND identity_key = ?').pluck(),
+      exportPage: db.prepare(
+        'SELECT rowid, * FROM view_records WHERE rowid > ? AND data_set_id = ? AND last_received_at >= ? ORDER BY rowid LIMIT 1000',
+      ),
+      heartbeat: db.prepare(
+        'INSERT INTO consumer_heartbeats (consumer, pid, at) VALUES (?, ?, ?) ON CONFLICT (consumer) DO UPDATE SET pid = excluded.pid, at = excluded.at',
+      ),
+      lastHeartbeat: db.prepare('SELECT consumer, pid, at FROM consumer_heartbeats WHERE consumer = ?'),
+    };
+    const s = this.#s;
+    this.#tx = {
+      offset: async (consumer) => (s.offset.get(consumer) as number | undefined) ?? 1,
+      setOffset: async (consumer, nextSeq) => void s.setOffset.run(consumer, nextSeq),
+      loadRecords: async (refs: readonly RecordRef[]) => {
+        const out = new Map<string, MergedRecord>();
+        for (const ref of refs) {
+          const row = s.record.get(ref.dataSetId, ref.recordKey) as RecordRow | undefined;
+          if (row) out.set(pairKey(ref.dataSetId, ref.recordKey), recordOf(row));
+        }
+        return out;
+      },
+      loadIdentifierLinks: async (pairs) => {
+        const out = new Map<string, string>();
+        for (const p of pairs) {
+          const key = s.link.get(p.dataSetId, p.identifier) as string | undefined;
+          if (key !== undefined) out.set(pairKey(p.dataSetId, p.identifier), key);
+        }
+        return out;
+      },
+      loadIdentities: async (pairs) => {
+        const out = new Map<string, IdentityNode>();
+        for (const p of pairs) {
+          const row = s.node.get(p.dataSetId, p.identityKey) as NodeRow | undefined;
+          if (row) out.set(pairKey(p.dataSetId, p.identityKey), nodeOf(row));
+        }
+        return out;
+      },
+      writeRecords: async (records) => {
+        for (const r of records) {
+          s.upsertRecord.run(
+            r.dataSetId, r.recordKey, r.eventId, r.firstSeq, r.lastSeq, r.firstReceivedAt, r.lastReceivedAt,
+            r.mergedCount, r.identityKey, r.measurementOnly ? 1 : 0, JSON.stringify(r.event),
+          );
+        }
+      },
+      writeIdentities: async (nodes) => {
+        for (const n of nodes) s.upsertNode.run(n.dataSetId, n.identityKey, n.parent, n.createdSeq, n.eventCount, n.identifierCount);
+      },
+      reparentIdentities: async (moves) => {
+        for (const m of moves) s.reparent.run(m.to, m.dataSetId, m.from);
+      },
+      linkIdentifiers: async (links: readonly IdentifierLink[]) => {
+        for (const l of links) s.insertLink.run(l.dataSetId, l.identifier, l.identityKey);
+      },
+      addCounters: async (deltas) => {
+        for (const d of deltas) {
+          if (d.n === 0) continue;
+          s.addCounter.run(d.dataSetId, d.hour, d.name, d.n);
+          // A counter brought back to zero disappears, so the stored state never depends on how
+          // the records were split into batches.
+          if (d.n < 0) s.dropZeroCounter.run(d.dataSetId, d.hour, d.name);
+        }
+      },
+    };
+  }
+
+  async transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {
+    if (this.#inTransaction) throw new Error('view store: nested transaction');
+    this.#inTransaction = true;
+    this.#db.exec('BEGIN IMMEDIATE');
+    try {
+      const result = await work(this.#tx);
+      this.#db.exec('COMMIT');
+      return result;
+    } catch (error) {
+      if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
+      throw error;
+    } finally {
+      this.#inTransaction = false;
+    }
+  }
+
+  async offset(consumer: string): Promise<number> {
+    return (this.#s.offset.get(consumer) as number | undefined) ?? 1;
+  }
+
+  async getRecord(dataSetId: string, recordKey: string): Promise<MergedRecord | null> {
+    const row = this.#s.record.get(dataSetId, recordKey) as RecordRow | undefined;
+    return row ? recordOf(row) : null;
+  }
+
+  async resolveIdentity(dataSetId: string, identityKey: string): Promise<string | null> {
+    const row = this.#s.node.get(dataSetId, identityKey) as NodeRow | undefined;
+    if (!row) return null;
+    return row.parent ?? row.identity_key;
+  }
+
+  async getIdentity(dataSetId: string, identityKey: string): Promise<IdentityView | null> {
+    // One read transaction, so the tree and the links are seen at one point in time.
+    const read = this.#db.transaction((): IdentityView | null => {
+      const asked = this.#s.node.get(dataSetId, identityKey) as NodeRow | undefined;
+      if (!asked) return null;
+      const rootKey = asked.parent ?? asked.identity_key;
+      const root = (this.#s.node.get(dataSetId, rootKey) as NodeRow | undefined) ?? asked;
+      const absorbed = this.#s.members.all(dataSetId, rootKey) as string[];
+      const identifiers: string[] = [];
+      for (const key of [rootKey, ...absorbed]) identifiers.push(...(this.#s.identifiersOf.all(dataSetId, key) as string[]));
+      identifiers.sort();
+      return {
+        requestedKey: identityKey,
+        identityKey: rootKey,
+        dataSetId,
+        eventCount: root.event_count,
+        identifiers,
+        absorbedKeys: absorbed,
+      };
+    });
+    return read.deferred();
+  }
+
+  async exportRecords(dataSetId: string, sinceMs: number, onPage: (records: MergedRecord[]) => void | Promise<void>): Promise<void> {
+    let after = 0;
+    for (;;) {
+      const rows = this.#s.exportPage.all(after, dataSetId, sinceMs) as RecordRow[];
+      if (rows.length === 0) return;
+      after = rows[rows.length - 1]!.rowid!;
+      await onPage(rows.map(recordOf));
+      if (rows.length < 1000) return;
+    }
+  }
+
+  async counters(dataSetId: string, sinceHourMs: number): Promise<CounterRow[]> {
+    return this.#s.counters.all(dataSetId, sinceHourMs) as CounterRow[];
+  }
+
+  async heartbeat(beat: ConsumerHeartbeat): Promise<void> {
+    this.#s.heartbeat.run(beat.consumer, beat.pid, beat.at);
+  }
+
+  async lastHeartbeat(consumer: string): Promise<ConsumerHeartbeat | null> {
+    return (this.#s.lastHeartbeat.get(consumer) as ConsumerHeartbeat | undefined) ?? null;
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+  }
+}
+
+/**
+ * Ingest outcome counters. Flushes are tiny; the busy timeout is short because a flush runs on a
+ * serving process's event loop: when the file is busy the flush fails fast and the counts wait in
+ * memory for the next one.
+ */
+export class SqliteIngestStatsStore implements IngestStatsStore {
+  readonly #db: Database.Database;
+  readonly #add;
+  readonly #counters;
+
+  constructor(file: string, options: { busyTimeoutMs?: number } = {}) {
+    this.#db = openDatabase(file, INGEST_STATS_SCHEMA, { busyTimeoutMs: options.busyTimeoutMs ?? 5000 });
+    this.#add = this.#db.prepare(
+      'INSERT INTO ingest_counters (data_set_id, hour, name, n) VALUES (?, ?, ?, ?) ON CONFLICT (data_set_id, hour, name) DO UPDATE SET n = n + excluded.n',
+    );
+    this.#counters = this.#db.prepare('SELECT hour, name, n FROM ingest_counters WHERE data_set_id = ? AND hour >= ?');
+  }
+
+  async add(deltas: readonly DataSetCounterDelta[]): Promise<void> {
+    if (deltas.length === 0) return;
+    this.#db.transaction(() => {
+      for (const d of deltas) this.#add.run(d.dataSetId, d.hour, d.name, d.n);
+    }).immediate();
+  }
+
+  async counters(dataSetId: string, sinceHourMs: number): Promise<CounterRow[]> {
+    return this.#counters.all(dataSetId, sinceHourMs) as CounterRow[];
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+  }
+}

@@ -1,0 +1,115 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  contributionOf, figuresOf, hourOf, isMeasurementOnly, matchQuality, reasonGroupOf, statsDocument, toMicros,
+} from '../../src/analytics/hourly.js';
+import { BufferedOutcomeRecorder } from '../../src/analytics/buffered-outcome-recorder.js';
+import { parseSince } from '../../src/analytics/stats-reader.js';
+import type { DataSetCounterDelta, IngestStatsStore } from '../../src/merged-view/view-store.js';
+
+test('hour buckets are UTC hours', () => {
+  assert.equal(hourOf(Date.UTC(2025, 4, 6, 19, 7, 44, 123)), Date.UTC(2025, 4, 6, 19));
+  assert.equal(hourOf(Date.UTC(2025, 4, 6, 19)), Date.UTC(2025, 4, 6, 19));
+});
+
+test('contribution of one record', () => {
+  const c = contributionOf(
+    { event_type: 'purchase', source: 'app', value: 19.99, currency_code: 'usd', user_data: { email_address: ['e'], click_id: 'k' } },
+    true,
+  );
+  assert.deepEqual(Object.fromEntries(c), {
+    events: 1, 'type:purchase': 1, 'source:app': 1, 'value:USD': 19_990_000, 'cov:purchase:email': 1, 'cov:purchase:click_id': 1, mmt: 1,
+  });
+  assert.deepEqual(Object.fromEntries(contributionOf({ event_type: 'page_view' }, false)), { events: 1, 'type:page_view': 1, 'source:(none)': 1 });
+});
+
+test('measurement-only: consent decision or mmt_only', () => {
+  assert.equal(isMeasurementOnly({}, { consent: { decision: 'measurement_only' } }), true);
+  assert.equal(isMeasurementOnly({ user_data: { mmt_only: true } }, undefined), true);
+  assert.equal(isMeasurementOnly({ user_data: { mmt_only: false } }, { consent: { decision: 'none' } }), false);
+});
+
+test('match quality: 10 x weighted coverage', () => {
+  const none = { email: 0, phone: 0, address: 0, customer_id: 0, ip_user_agent: 0, click_id: 0 };
+  assert.equal(matchQuality(none), 0);
+  assert.equal(matchQuality({ email: 1, phone: 1, address: 1, customer_id: 1, ip_user_agent: 1, click_id: 1 }), 10);
+  assert.equal(matchQuality({ ...none, email: 0.5 }), 1.5);
+  assert.equal(matchQuality({ ...none, email: 1, phone: 0.5, click_id: 1 }), 5.5);
+});
+
+test('rejection reasons are grouped without array indexes', () => {
+  assert.equal(
+    reasonGroupOf('hashed field user_data.email_address[3] is not a 64-char lowercase hex sha256'),
+    'hashed field user_data.email_address[] is not a 64-char lowercase hex sha256',
+  );
+  assert.equal(reasonGroupOf('missing required field: timestamp'), 'missing required field: timestamp');
+  assert.equal(
+    reasonGroupOf('invalid field user_data.address[0].country_code: must be x'),
+    'invalid field user_data.address[].country_code: must be x',
+  );
+});
+
+test('stats document: totals, hours, shares, values in currency units', () => {
+  const h1 = Date.UTC(2025, 0, 1, 10);
+  const h2 = Date.UTC(2025, 0, 1, 11);
+  const rows = [
+    { hour: h1, name: 'events', n: 2 }, { hour: h1, name: 'type:purchase', n: 2 }, { hour: h1, name: 'value:USD', n: toMicros(1.1) },
+    { hour: h1, name: 'cov:purchase:email', n: 1 }, { hour: h1, name: 'mmt', n: 1 }, { hour: h1, name: 'accepted', n: 3 },
+    { hour: h2, name: 'events', n: 2 }, { hour: h2, name: 'type:lead', n: 2 }, { hour: h2, name: 'value:USD', n: toMicros(2.2) },
+    { hour: h2, name: 'reason:missing required field: timestamp', n: 4 }, { hour: h2, name: 'rejected', n: 4 },
+  ];
+  const doc = statsDocument('ds', h1 + 5, rows);
+  assert.equal(doc.hours.length, 2);
+  assert.equal(doc.totals.events, 4);
+  assert.deepEqual(doc.totals.value_by_currency, { USD: 3.3 });
+  assert.equal(doc.totals.identifier_coverage.email, 0.25);
+  assert.equal(doc.totals.measurement_only_share, 0.25);
+  assert.deepEqual(doc.totals.ingest, { accepted: 3, rejected: 4, rejections: { 'missing required field: timestamp': 4 } });
+  assert.equal(doc.totals.match_quality.purchase!.score, 1.5);
+  assert.equal(doc.totals.match_quality.lead!.score, 0);
+  assert.equal(statsDocument('ds', h2, rows).totals.events, 2);
+  assert.equal(figuresOf(new Map()).measurement_only_share, 0);
+});
+
+test('--since: durations back from now, ISO times, epoch ms', () => {
+  const now = Date.UTC(2025, 0, 2);
+  assert.equal(parseSince('24h', now), Date.UTC(2025, 0, 1));
+  assert.equal(parseSince('2025-01-01T00:00:00Z', now), Date.UTC(2025, 0, 1));
+  assert.equal(parseSince(String(Date.UTC(2024, 0, 1)), now), Date.UTC(2024, 0, 1));
+  assert.throws(() => parseSince('yesterday', now), /invalid time/);
+});
+
+test('outcome recorder aggregates in memory and flushes; a failed flush keeps the counts', async () => {
+  const written: DataSetCounterDelta[] = [];
+  let fail = true;
+  const store: IngestStatsStore = {
+    async add(deltas) {
+      if (fail) throw new Error('busy');
+      written.push(...deltas);
+    },
+    async counters() {
+      return [];
+    },
+    async close() {},
+  };
+  const errors: Error[] = [];
+  const recorder = new BufferedOutcomeRecorder(store, { flushMs: 60_000, onError: (e) => errors.push(e) });
+  const t = Date.UTC(2025, 0, 1, 10, 30);
+  recorder.record('ds', t, 5, []);
+  recorder.record('ds', t, 1, ['hashed field user_data.email_address[0] is not a 64-char lowercase hex sha256', 'hashed field user_data.email_address[7] is not a 64-char lowercase hex sha256']);
+  recorder.record('ds', t + 3_600_000, 0, ['missing required field: timestamp']);
+  await recorder.flush();
+  assert.equal(errors.length, 1);
+  assert.equal(written.length, 0);
+  fail = false;
+  await recorder.close();
+  const byKey = Object.fromEntries(written.map((d) => [`${d.hour}|${d.name}`, d.n]));
+  const h = Date.UTC(2025, 0, 1, 10);
+  assert.deepEqual(byKey, {
+    [`${h}|accepted`]: 6,
+    [`${h}|rejected`]: 2,
+    [`${h}|reason:hashed field user_data.email_address[] is not a 64-char lowercase hex sha256`]: 2,
+    [`${h + 3_600_000}|rejected`]: 1,
+    [`${h + 3_600_000}|reason:missing required field: timestamp`]: 1,
+  });
+});

@@ -1,0 +1,121 @@
+/**
+ * Black-box: `serve` runs the consumer by default; re-sent events collapse, identities and stats
+ * are readable from the CLI and the admin port; `serve --no-worker` leaves a visible lag that a
+ * standalone `ecapi-ingest worker` consumes.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { BIN, cli, cliJson, provision, startServer, tempDataDir } from '../helpers/server-process.js';
+import { postSigned, sampleEvent } from '../helpers/https-client.js';
+import { sha } from '../helpers/event-generator.js';
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('serve runs the consumer: merged records, identities, stats on the CLI and the admin port', { timeout: 60_000 }, async () => {
+  const dataDir = tempDataDir();
+  const creds = await provision(dataDir, ['shop']);
+  const server = await startServer({ dataDir, args: ['--workers', '1'], extraEnv: { ECAPI_ADMIN_TOKEN: 'admin-secret' } });
+  try {
+    const A = sha('a@example.com');
+    const P = sha('+15550001');
+    const first = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify({
+      events: [
+        sampleEvent('shop', { id: 'order-1', value: 10, user_data: { email_address: [A] } }),
+        sampleEvent('shop', { id: undefined, event_type: 'page_view', value: undefined, currency_code: undefined }),
+        sampleEvent('shop', { id: 'lead-1', event_type: 'generate_lead', value: undefined, currency_code: undefined, user_data: { phone_numbers: [P] } }),
+        { data_set_id: 'shop', event_type: 'purchase' },
+        sampleEvent('shop', { user_data: { email_address: ['not-a-hash'] } }),
+      ],
+    }));
+    assert.equal(first.status, 207);
+    // A re-send of order-1 with more identifiers, in another request.
+    const second = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify(
+      sampleEvent('shop', { id: 'order-1', value: 12, user_data: { email_address: [A], phone_numbers: [P] } }),
+    ));
+    assert.equal(second.status, 200);
+
+    const status = await waitFor('the consumer to catch up', async () => {
+      const s = await cliJson(dataDir, ['worker', 'status']);
+      return s.next_seq === 5 && s.lag_records === 0 ? s : undefined;
+    });
+    assert.equal(status.running, true);
+    assert.equal(typeof status.pid, 'number');
+
+    const record = await cliJson(dataDir, ['events', 'get', 'shop', 'order-1']);
+    assert.equal(record.merged_count, 2);
+    assert.equal(record.event.value, 12);
+    assert.deepEqual(record.event.user_data, { email_address: [A], phone_numbers: [P] });
+    // order-1 (email A, then phone P) links lead-1's identity (phone P) into its own.
+    const lead = await cliJson(dataDir, ['events', 'get', 'shop', 'lead-1']);
+    assert.equal(lead.identity_key, record.identity_key);
+    const identity = await cliJson(dataDir, ['identities', 'get', 'shop', record.identity_key]);
+    assert.equal(identity.event_count, 2);
+    assert.deepEqual(identity.identifiers, [`email:${A}`, `phone:${P}`]);
+
+    const stats = await waitFor('ingest stats', async () => {
+      const s = await cliJson(dataDir, ['stats', 'shop', '--since', '1h']);
+      return s.totals.ingest.accepted === 4 ? s : undefined;
+    });
+    assert.equal(stats.totals.events, 3);
+    assert.equal(stats.totals.merged_duplicates, 1);
+    assert.equal(stats.totals.ingest.rejected, 2);
+    assert.deepEqual(stats.totals.ingest.rejections, {
+      'hashed field user_data.email_address[] is not a 64-char lowercase hex sha256': 1,
+      'missing required field: timestamp': 1,
+    });
+    assert.deepEqual(stats.totals.value_by_currency, { USD: 12 });
+
+    const admin = `http://127.0.0.1:${server.adminPort}`;
+    assert.equal((await fetch(`${admin}/api/stats/shop`)).status, 401);
+    const viaAdmin = await fetch(`${admin}/api/stats/shop?since=1h`, { headers: { authorization: 'Bearer admin-secret' } });
+    assert.equal(viaAdmin.status, 200);
+    assert.deepEqual(((await viaAdmin.json()) as { totals: unknown }).totals, stats.totals);
+    const metrics = await (await fetch(`${admin}/metrics`, { headers: { authorization: 'Bearer admin-secret' } })).text();
+    assert.match(metrics, /^ecapi_consumer_lag_records 0$/m);
+    assert.match(metrics, /^ecapi_consumer_lag_seconds 0$/m);
+
+    const exported = (await cli(dataDir, ['events', 'export', '--data-set', 'shop'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: string | null });
+    assert.deepEqual(exported.map((r) => r.id), ['order-1', null, 'lead-1']);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+  const after = await cliJson(dataDir, ['worker', 'status']);
+  assert.equal(after.running, false);
+  // No identifier or event content in the logs.
+  assert.doesNotMatch(server.output(), /a@example|order-1|[0-9a-f]{64}/);
+});
+
+test('serve --no-worker: the lag is visible; `ecapi-ingest worker` on its own consumes it', { timeout: 60_000 }, async () => {
+  const dataDir = tempDataDir();
+  const creds = await provision(dataDir, ['shop']);
+  const server = await startServer({ dataDir, args: ['--workers', '1', '--no-worker'] });
+  try {
+    const res = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify({ events: [sampleEvent('shop'), sampleEvent('shop')] }));
+    assert.equal(res.status, 200);
+    await new Promise((r) => setTimeout(r, 300));
+    const lagging = await cliJson(dataDir, ['worker', 'status']);
+    assert.equal(lagging.running, false);
+    assert.equal(lagging.lag_records, 2);
+    assert.ok(lagging.lag_seconds > 0);
+    const metrics = await (await fetch(`http://127.0.0.1:${server.adminPort}/metrics`)).text();
+    assert.match(metrics, /^ecapi_consumer_lag_records 2$/m);
+
+    const worker = spawn(process.execPath, [BIN, '--data-dir', dataDir, 'worker'], { stdio: 'ignore' });
+    await waitFor('the standalone worker', async () => (await cliJson(dataDir, ['worker', 'status'])).lag_records === 0);
+    worker.kill('SIGTERM');
+    const [code] = await once(worker, 'exit');
+    assert.equal(code, 0);
+  } finally {
+    await server.stop();
+  }
+});
