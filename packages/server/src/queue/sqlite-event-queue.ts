@@ -1,9 +1,9 @@
 /**
  * Embedded durable queue: SQLite in WAL mode with synchronous=FULL, written by one worker thread.
  *
- * Group commit: at most one commit is in flight. Appends that arrive meanwhile wait in `#pending`
- * and all go into the next commit together, so N concurrent requests cost one sync, not N. At low
- * load an append is sent at once and pays exactly one sync of latency.
+ * Group commit: every append is posted to the writer thread at once; the writer drains whatever is
+ * waiting each time it wakes and commits it in one transaction and one sync. N concurrent requests
+ * cost one sync, not N, and no commit waits for this thread to handle the previous reply.
  *
  * Invariants:
  * - An append's promise resolves only from the writer's reply to the commit that holds it.
@@ -11,7 +11,7 @@
  *   marks the queue unwritable, and the next append simply tries again: recovery needs no restart.
  *   While unwritable and idle, an empty transaction probes the store every PROBE_INTERVAL_MS, so
  *   readiness turns true again when the fault clears even if no request arrives here.
- * - If the writer thread dies, everything in flight is rejected and a new thread is started.
+ * - If the writer thread dies, every append not yet answered is rejected and a new thread is started.
  */
 import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -30,13 +30,11 @@ import { openQueueDatabase, readRecords } from './sqlite-queue-store.js';
 import type { SegmentInput, WriterReply, WriterRequest } from './sqlite-queue-writer-protocol.js';
 
 interface PendingAppend {
-  readonly segment: SegmentInput;
+  readonly count: number;
   readonly resolve: (receipt: AppendReceipt) => void;
   readonly reject: (error: Error) => void;
 }
 
-/** Upper bound of events per commit, so one group never holds an unbounded transaction. */
-const MAX_EVENTS_PER_COMMIT = 20_000;
 const PROBE_INTERVAL_MS = 500;
 /**
  * Free space the probe requires before it may declare the queue writable again: one request of
@@ -70,13 +68,14 @@ export class SqliteEventQueue implements EventQueue {
   readonly #file: string;
   readonly #observer: QueueCommitObserver | undefined;
   #worker: Worker;
-  #pending: PendingAppend[] = [];
-  #inFlight: { id: number; group: PendingAppend[] } | null = null;
+  /** Appends posted to the writer and not yet answered, by request id. Probes are not in here. */
+  readonly #pending = new Map<number, PendingAppend>();
   #nextId = 1;
   #health: QueueHealth = { writable: true, lastError: null };
   #closed = false;
   #drained: (() => void) | null = null;
   #probeTimer: NodeJS.Timeout | null = null;
+  #probing = false;
   readonly #checkpointer: Worker;
 
   constructor(file: string, observer?: QueueCommitObserver) {
@@ -115,10 +114,11 @@ export class SqliteEventQueue implements EventQueue {
     this.#observer?.onHealth(health);
     if (!health.writable && !this.#probeTimer) {
       this.#probeTimer = setInterval(() => {
-        // Only when idle: a real append is as good a probe, and nothing may overtake a pending one.
-        if (this.#inFlight || this.#pending.length > 0 || this.#closed) return;
+        // Only when idle: a real append is as good a probe.
+        if (this.#pending.size > 0 || this.#probing || this.#closed) return;
         if (!hasRoomForARequest(this.#file)) return;
-        this.#send([]);
+        this.#probing = true;
+        this.#worker.postMessage({ id: this.#nextId++ } satisfies WriterRequest);
       }, PROBE_INTERVAL_MS);
       this.#probeTimer.unref();
     } else if (health.writable && this.#probeTimer) {
@@ -130,65 +130,63 @@ export class SqliteEventQueue implements EventQueue {
   #onWorkerDeath(error: Error): void {
     if (this.#closed) return;
     this.#setHealth({ writable: false, lastError: error.message });
-    const inFlight = this.#inFlight;
-    this.#inFlight = null;
-    if (inFlight) this.#fail(inFlight.group, error);
+    this.#probing = false;
+    this.#fail([...this.#pending.keys()], error);
     this.#worker.removeAllListeners();
     void this.#worker.terminate();
     this.#worker = this.#startWorker();
-    this.#flush();
   }
 
-  #fail(group: PendingAppend[], cause: Error): void {
-    if (group.length === 0) return;
-    this.#observer?.onFailure({ requests: group.length, events: group.reduce((n, p) => n + p.segment.count, 0) });
-    const error = new QueueUnavailableError(`queue commit failed: ${cause.message}`, { cause });
-    for (const pending of group) pending.reject(error);
+  #take(ids: readonly number[]): PendingAppend[] {
+    const group: PendingAppend[] = [];
+    for (const id of ids) {
+      const pending = this.#pending.get(id);
+      if (pending) {
+        this.#pending.delete(id);
+        group.push(pending);
+      } else {
+        this.#probing = false;
+      }
+    }
+    return group;
+  }
+
+  #fail(ids: readonly number[], cause: Error): void {
+    const group = this.#take(ids);
+    if (group.length > 0) {
+      this.#observer?.onFailure({ requests: group.length, events: group.reduce((n, p) => n + p.count, 0) });
+      const error = new QueueUnavailableError(`queue commit failed: ${cause.message}`, { cause });
+      for (const pending of group) pending.reject(error);
+    }
+    this.#checkDrained();
   }
 
   #onReply(reply: WriterReply): void {
-    const inFlight = this.#inFlight;
-    if (!inFlight || inFlight.id !== reply.id) return;
-    this.#inFlight = null;
-    if (reply.ok) {
-      this.#setHealth({ writable: true, lastError: null });
-      let events = 0;
-      inFlight.group.forEach((pending, i) => {
-        events += pending.segment.count;
-        pending.resolve({ firstSeq: reply.firstSeqs[i]!, count: pending.segment.count });
-      });
-      if (inFlight.group.length > 0) {
-        this.#observer?.onCommit({ requests: inFlight.group.length, events, durationMs: reply.durationMs });
-      }
-    } else {
+    if (!reply.ok) {
       this.#setHealth({ writable: false, lastError: reply.message });
-      this.#fail(inFlight.group, new Error(reply.message));
-    }
-    this.#flush();
-  }
-
-  #flush(): void {
-    if (this.#inFlight || this.#pending.length === 0) {
-      if (!this.#inFlight && this.#pending.length === 0) this.#drained?.();
+      this.#fail(reply.ids, new Error(reply.message));
       return;
     }
+    this.#setHealth({ writable: true, lastError: null });
+    let requests = 0;
     let events = 0;
-    let take = 0;
-    while (take < this.#pending.length && (take === 0 || events + this.#pending[take]!.segment.count <= MAX_EVENTS_PER_COMMIT)) {
-      events += this.#pending[take]!.segment.count;
-      take++;
-    }
-    this.#send(this.#pending.splice(0, take));
+    reply.ids.forEach((id, i) => {
+      const pending = this.#pending.get(id);
+      if (!pending) {
+        this.#probing = false;
+        return;
+      }
+      this.#pending.delete(id);
+      requests++;
+      events += pending.count;
+      pending.resolve({ firstSeq: reply.firstSeqs[i]!, count: pending.count });
+    });
+    if (requests > 0) this.#observer?.onCommit({ requests, events, durationMs: reply.durationMs });
+    this.#checkDrained();
   }
 
-  #send(group: PendingAppend[]): void {
-    const request: WriterRequest = { id: this.#nextId++, segments: group.map((p) => p.segment) };
-    this.#inFlight = { id: request.id, group };
-    const transfer: ArrayBuffer[] = [];
-    for (const { segment } of group) {
-      if (typeof segment.events !== 'string') transfer.push(segment.events.buffer as ArrayBuffer);
-    }
-    this.#worker.postMessage(request, transfer);
+  #checkDrained(): void {
+    if (this.#pending.size === 0) this.#drained?.();
   }
 
   append(batch: QueueAppend): Promise<AppendReceipt> {
@@ -204,9 +202,12 @@ export class SqliteEventQueue implements EventQueue {
       events: batch.rawBody ? ownedBytes(batch.rawBody) : JSON.stringify(batch.events),
       metas: hasMeta ? JSON.stringify(batch.metas.map((meta) => meta ?? null)) : null,
     };
+    const id = this.#nextId++;
     return new Promise<AppendReceipt>((resolve, reject) => {
-      this.#pending.push({ segment, resolve, reject });
-      this.#flush();
+      this.#pending.set(id, { count: segment.count, resolve, reject });
+      const request: WriterRequest = { id, segment };
+      if (typeof segment.events === 'string') this.#worker.postMessage(request);
+      else this.#worker.postMessage(request, [segment.events.buffer as ArrayBuffer]);
     });
   }
 
@@ -225,9 +226,7 @@ export class SqliteEventQueue implements EventQueue {
 
   async close(): Promise<void> {
     if (this.#closed) return;
-    if (this.#inFlight || this.#pending.length > 0) {
-      await new Promise<void>((resolve) => (this.#drained = resolve));
-    }
+    if (this.#pending.size > 0) await new Promise<void>((resolve) => (this.#drained = resolve));
     this.#closed = true;
     if (this.#probeTimer) clearInterval(this.#probeTimer);
     this.#worker.removeAllListeners();

@@ -15,11 +15,13 @@ export interface SegmentInput {
   readonly metas: string | null;
 }
 
+/** One request's segment, or (without a segment) a probe: an empty transaction that tests the store. */
 export interface WriterRequest {
   readonly id: number;
-  readonly segments: readonly SegmentInput[];
+  readonly segment?: SegmentInput;
 }
 
+/** The outcome of one commit, for every request it held, in the order they were written. */
 export type WriterReply =
-  | { readonly id: number; readonly ok: true; readonly firstSeqs: readonly number[]; readonly durationMs: number }
-  | { readonly id: number; readonly ok: false; readonly message: string };
+  | { readonly ok: true; readonly ids: readonly number[]; readonly firstSeqs: readonly number[]; readonly durationMs: number }
+  | { readonly ok: false; readonly ids: readonly number[]; readonly message: string };

@@ -1,0 +1,266 @@
+/**
+ * The durable queue on PostgreSQL, shared by every node of a cluster. Same contract and the same
+ * segment layout as the SQLite queue (one row per request, events first_seq .. first_seq+count-1).
+ *
+ * Group commit: at most one flush in flight per process. Appends that arrive meanwhile wait and go
+ * into the next flush together: ONE statement, in autocommit, that takes a range of sequence
+ * numbers from `queue_head` and inserts every pending request as a row of a multi-row INSERT. The
+ * statement's implicit COMMIT returns only after PostgreSQL flushed the WAL (fsync; with a
+ * synchronous standby, after the standby confirmed too): only then do the appends resolve and the
+ * requests answer 200/207.
+ *
+ * Ordering across nodes (DESIGN.md, "PostgreSQL"): the UPDATE of queue_head holds its row lock
+ * until the commit, so a second node's flush waits and takes the next range after the first one's
+ * commit is visible. Sequence numbers therefore become visible in order, without gaps: a reader
+ * that saw seq N has seen everything below N, and consumers can never skip a late commit.
+ */
+import { QueueUnavailableError } from '../errors.js';
+import type { AppendReceipt, EventQueue, QueueAppend, QueueCommitObserver, QueueHealth, QueueRecord, ReadOptions } from './event-queue.js';
+import { segmentEvents } from './sqlite-queue-store.js';
+import { partitionOf } from '../storage/postgres/partitions.js';
+import type { Pool } from '../storage/postgres/database.js';
+
+interface PendingAppend {
+  readonly params: unknown[];
+  readonly count: number;
+  readonly resolve: (receipt: AppendReceipt) => void;
+  readonly reject: (error: Error) => void;
+}
+
+/** Upper bounds per commit: events (like the SQLite queue) and rows (bind parameters: 11 per row, at most 65,535). */
+const MAX_EVENTS_PER_COMMIT = 20_000;
+const MAX_ROWS_PER_COMMIT = 4_000;
+const COLUMNS = 11;
+const PROBE_INTERVAL_MS = 500;
+
+/** The statement of a flush of `rows` requests, by size (the text is reused, the plan is cheap). */
+const statements = new Map<number, string>();
+function insertStatement(rows: number): string {
+  let text = statements.get(rows);
+  if (text) return text;
+  const values: string[] = [];
+  for (let r = 0; r < rows; r++) {
+    const p = (i: number) => `$${2 + r * COLUMNS + i}`;
+    values.push(
+      `(${p(0)}::bigint, ${p(1)}::integer, ${p(2)}::bigint, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}::integer, ${p(7)}::smallint, ${p(8)}::boolean, ${p(9)}, ${p(10)})`,
+    );
+  }
+  // 11 values per row: offset, count, received_at, data set, key, request, policy, part, raw, events, metas.
+  text =
+    `WITH head AS (UPDATE queue_head SET next_seq = next_seq + $1 WHERE id = 1 RETURNING next_seq - $1 AS base) ` +
+    `INSERT INTO queue_segments (first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, part, raw, events, metas) ` +
+    `SELECT head.base + v.off, v.n, v.received_at, v.ds, v.key_id, v.request_id, v.policy, v.part, v.raw, v.events, v.metas ` +
+    `FROM head, (VALUES ${values.join(', ')}) AS v(off, n, received_at, ds, key_id, request_id, policy, part, raw, events, metas) ` +
+    `RETURNING (SELECT base FROM head) AS base`;
+  if (statements.size < 256) statements.set(rows, text);
+  return text;
+}
+
+export class PostgresEventQueue implements EventQueue {
+  readonly #pool: Pool;
+  readonly #observer: QueueCommitObserver | undefined;
+  #pending: PendingAppend[] = [];
+  #inFlight = false;
+  #health: QueueHealth = { writable: true, lastError: null };
+  #closed = false;
+  #drained: (() => void) | null = null;
+  #probeTimer: NodeJS.Timeout | null = null;
+
+  constructor(pool: Pool, observer?: QueueCommitObserver) {
+    this.#pool = pool;
+    this.#observer = observer;
+  }
+
+  #setHealth(health: QueueHealth): void {
+    const changed = health.writable !== this.#health.writable;
+    this.#health = health;
+    if (!changed) return;
+    this.#observer?.onHealth(health);
+    if (!health.writable && !this.#probeTimer) {
+      this.#probeTimer = setInterval(() => {
+        if (this.#inFlight || this.#pending.length > 0 || this.#closed) return;
+        this.#inFlight = true;
+        this.#pool
+          .query('SELECT next_seq FROM queue_head WHERE id = 1 FOR UPDATE')
+          .then(
+            () => this.#setHealth({ writable: true, lastError: null }),
+            (error: Error) => this.#setHealth({ writable: false, lastError: error.message }),
+          )
+          .finally(() => {
+            this.#inFlight = false;
+            this.#flush();
+          });
+      }, PROBE_INTERVAL_MS);
+      this.#probeTimer.unref();
+    } else if (health.writable && this.#probeTimer) {
+      clearInterval(this.#probeTimer);
+      this.#probeTimer = null;
+    }
+  }
+
+  #flush(): void {
+    if (this.#inFlight) return;
+    if (this.#pending.length === 0) {
+      this.#drained?.();
+      return;
+    }
+    let events = 0;
+    let take = 0;
+    while (
+      take < this.#pending.length &&
+      take < MAX_ROWS_PER_COMMIT &&
+      (take === 0 || events + this.#pending[take]!.count <= MAX_EVENTS_PER_COMMIT)
+    ) {
+      events += this.#pending[take]!.count;
+      take++;
+    }
+    const group = this.#pending.splice(0, take);
+    this.#inFlight = true;
+    void this.#commit(group, events).finally(() => {
+      this.#inFlight = false;
+      this.#flush();
+    });
+  }
+
+  async #commit(group: PendingAppend[], events: number): Promise<void> {
+    const started = performance.now();
+    const params: unknown[] = [events];
+    const offsets: number[] = [];
+    let offset = 0;
+    for (const pending of group) {
+      offsets.push(offset);
+      pending.params[0] = offset;
+      for (const value of pending.params) params.push(value);
+      offset += pending.count;
+    }
+    try {
+      const result = await this.#pool.query<{ base: number }>(insertStatement(group.length), params);
+      const base = result.rows[0]!.base;
+      this.#setHealth({ writable: true, lastError: null });
+      group.forEach((pending, i) => pending.resolve({ firstSeq: base + offsets[i]!, count: pending.count }));
+      this.#observer?.onCommit({ requests: group.length, events, durationMs: performance.now() - started });
+    } catch (cause) {
+      const message = cause instanceof Error ? cause.message : String(cause);
+      this.#setHealth({ writable: false, lastError: message });
+      this.#observer?.onFailure({ requests: group.length, events });
+      // The outcome of a commit whose connection broke is unknown: the events may be stored. The
+      // request answers 500 and the sender retries; records merge on (data_set_id, id).
+      const error = new QueueUnavailableError(`queue commit failed: ${message}`, { cause });
+      for (const pending of group) pending.reject(error);
+    }
+  }
+
+  append(batch: QueueAppend): Promise<AppendReceipt> {
+    if (this.#closed) return Promise.reject(new QueueUnavailableError('queue is closed'));
+    const hasMeta = batch.metas.some((meta) => meta !== undefined);
+    const raw = batch.rawBody !== undefined;
+    const events = raw ? Buffer.from(batch.rawBody!.buffer, batch.rawBody!.byteOffset, batch.rawBody!.byteLength).toString('utf8') : JSON.stringify(batch.events);
+    const params: unknown[] = [
+      0,
+      batch.events.length,
+      batch.receivedAt,
+      batch.dataSetId,
+      batch.keyId,
+      batch.requestId,
+      batch.policyVersion,
+      partitionOf(batch.dataSetId),
+      raw,
+      events,
+      hasMeta ? JSON.stringify(batch.metas.map((meta) => meta ?? null)) : null,
+    ];
+    return new Promise<AppendReceipt>((resolve, reject) => {
+      this.#pending.push({ params, count: batch.events.length, resolve, reject });
+      this.#flush();
+    });
+  }
+
+  read(options: ReadOptions): Promise<QueueRecord[]> {
+    return readSegments(this.#pool, options);
+  }
+
+  health(): QueueHealth {
+    return this.#health;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#inFlight || this.#pending.length > 0) {
+      await new Promise<void>((resolve) => (this.#drained = resolve));
+    }
+    this.#closed = true;
+    if (this.#probeTimer) clearInterval(this.#probeTimer);
+  }
+}
+
+interface SegmentRow {
+  first_seq: number;
+  event_count: number;
+  received_at: number;
+  data_set_id: string;
+  key_id: string;
+  request_id: string;
+  policy_version: number;
+  raw: boolean;
+  events: string;
+  metas: string | null;
+}
+
+/**
+ * Records from `fromSeq` on, optionally of one data set or one partition, in sequence order.
+ * Segments are fetched a page at a time and expanded into records until `limit` is reached.
+ */
+export async function readSegments(
+  pool: Pick<Pool, 'query'>,
+  options: ReadOptions & { readonly part?: number },
+): Promise<QueueRecord[]> {
+  const records: QueueRecord[] = [];
+  if (options.limit <= 0) return records;
+  const filters: string[] = [];
+  const params: unknown[] = [options.fromSeq];
+  if (options.dataSetId !== undefined) {
+    params.push(options.dataSetId);
+    filters.push(`data_set_id = $${params.length}`);
+  }
+  if (options.part !== undefined) {
+    params.push(options.part);
+    filters.push(`part = $${params.length}`);
+  }
+  const where = filters.map((f) => ` AND ${f}`).join('');
+  // The segment holding fromSeq starts at or before it.
+  const start = await pool.query<{ s: number }>(
+    `SELECT COALESCE(MAX(first_seq), 0) AS s FROM queue_segments WHERE first_seq <= $1${where}`,
+    params,
+  );
+  let after = start.rows[0]!.s - 1;
+  const pageRows = Math.max(8, Math.min(500, Math.ceil(options.limit / 4)));
+  for (;;) {
+    const page = await pool.query<SegmentRow>(
+      `SELECT first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, raw, events, metas
+       FROM queue_segments WHERE first_seq > $1${where} ORDER BY first_seq LIMIT ${pageRows}`,
+      [after, ...params.slice(1)],
+    );
+    for (const row of page.rows) {
+      after = row.first_seq;
+      if (row.first_seq + row.event_count <= options.fromSeq) continue;
+      const events = segmentEvents(row.raw ? Buffer.from(row.events, 'utf8') : row.events);
+      const metas = row.metas === null ? null : (JSON.parse(row.metas) as (QueueRecord['meta'] | null)[]);
+      for (let i = 0; i < events.length; i++) {
+        const seq = row.first_seq + i;
+        if (seq < options.fromSeq) continue;
+        const meta = metas?.[i];
+        records.push({
+          seq,
+          received_at: row.received_at,
+          data_set_id: row.data_set_id,
+          key_id: row.key_id,
+          request_id: row.request_id,
+          policy_version: row.policy_version,
+          event: events[i]!,
+          ...(meta ? { meta } : {}),
+        });
+        if (records.length >= options.limit) return records;
+      }
+    }
+    if (page.rows.length < pageRows) return records;
+  }
+}
