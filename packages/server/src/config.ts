@@ -10,6 +10,9 @@
  *
  * `<env>` is `production` or `test`: two fully separate environments (credentials, queue, ports)
  * that share nothing but the master key and the certificate.
+ *
+ * With --database-url (the scale-out profile) the four .db files are replaced by one PostgreSQL
+ * schema per environment (storage/open-storage.ts); the data dir keeps the master key and TLS files.
  */
 import { join } from 'node:path';
 
@@ -40,6 +43,8 @@ export interface ServeConfig {
   readonly failedAuthBurst: number;
   /** False with --no-rate-limit: data-set limits are not enforced (quotas live elsewhere). */
   readonly rateLimit?: boolean;
+  /** postgres://… (--database-url, ECAPI_DATABASE_URL): all storage in PostgreSQL; absent: embedded SQLite. */
+  readonly databaseUrl?: string | undefined;
 }
 
 export const DEFAULT_PORTS: Record<Environment, { port: number; adminPort: number }> = {

@@ -6,16 +6,15 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { ingestStatsDbFile, queueDbFile, type ServeConfig } from './config.js';
+import type { ServeConfig } from './config.js';
 import { buildAdminApp, isLoopbackHost } from './admin/admin-app.js';
 import { CredentialCache } from './control/credential-cache.js';
-import { openControlPlane } from './control/open-control-plane.js';
+import { openStorage } from './storage/open-storage.js';
 import type { IssuedKey } from './control/control-plane.js';
 import { createDemoIfFresh } from './demo.js';
 import { buildServer, type PublicServer } from './http/public-server.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { ServiceMetrics } from './observability/service-metrics.js';
-import { SqliteEventQueue } from './queue/sqlite-event-queue.js';
 import type { QueueHealth } from './queue/event-queue.js';
 import { FailedAuthShedder } from './rate-limit/failed-auth-shedder.js';
 import { LocalRateLimiter } from './rate-limit/local-rate-limiter.js';
@@ -24,8 +23,8 @@ import type { RateLimiter } from './rate-limit/rate-limiter.js';
 import type { IngestOutcomeRecorder } from './analytics/ingest-outcome-recorder.js';
 import { BufferedOutcomeRecorder } from './analytics/buffered-outcome-recorder.js';
 import { registerConsumerLagGauges, StatsReader } from './analytics/stats-reader.js';
-import { SqliteIngestStatsStore } from './merged-view/sqlite-view-store.js';
 import { loadTlsMaterial } from './tls/tls-material.js';
+import { LiveRecorder, LiveStore, startLiveLoop } from './observability/live-stats.js';
 import { createEventProcessor } from './validation/event-processor.js';
 
 export interface RunningService {
@@ -37,6 +36,8 @@ export interface RunningService {
   readonly demoKey: IssuedKey | null;
   readonly logger: Logger;
   readonly metrics: ServiceMetrics;
+  /** Live figures for the operator console; a worker sends them to its primary every second. */
+  readonly live: LiveRecorder;
   queueHealth(): QueueHealth;
   /** Graceful stop: stop accepting, finish in-flight requests, flush the queue, close stores. */
   close(): Promise<void>;
@@ -46,7 +47,11 @@ export interface ServiceOptions {
   readonly logger?: Logger;
   /** 'worker': one of several processes of a node; the primary owns the admin port and the limits. */
   readonly role?: 'single' | 'worker';
-  readonly rateLimiter?: RateLimiter;
+  /**
+   * The node's limiter (a worker's lease client of its primary). Used unless the storage provides
+   * a cluster-wide one (PostgreSQL profile); a function is called only when it is used.
+   */
+  readonly rateLimiter?: RateLimiter | (() => RateLimiter);
   readonly outcomes?: IngestOutcomeRecorder;
 }
 
@@ -63,7 +68,11 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   if (role === 'single') assertAdminExposure(config);
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const metrics = new ServiceMetrics();
-  const controlPlane = openControlPlane(config.dataDir, config.env);
+  // Storage profile (embedded SQLite, or PostgreSQL with --database-url): chosen in open-storage.ts only.
+  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl });
+  const durabilityWarning = await storage.durabilityWarning();
+  if (durabilityWarning) logger.warn({ storage: storage.location }, durabilityWarning);
+  const controlPlane = storage.controlPlane();
   const demoKey = role === 'single' && config.demo ? await createDemoIfFresh(controlPlane) : null;
   const credentials = await CredentialCache.start(controlPlane, {
     intervalMs: config.controlPollMs,
@@ -73,17 +82,25 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     },
     onError: (error) => logger.warn({ err: { message: (error as Error).message } }, 'control plane poll failed'),
   });
-  const queue = new SqliteEventQueue(queueDbFile(config.dataDir, config.env), metrics);
+  const queue = storage.openQueue(metrics);
   const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
-  const rateLimiter = config.rateLimit === false ? new UnlimitedRateLimiter() : (options.rateLimiter ?? new LocalRateLimiter());
+  const nodeLimiter = () => (typeof options.rateLimiter === 'function' ? options.rateLimiter() : options.rateLimiter) ?? new LocalRateLimiter();
+  const rateLimiter =
+    config.rateLimit === false
+      ? new UnlimitedRateLimiter()
+      : (storage.clusterRateLimiter({ onError: (error) => logger.warn({ err: { message: error.message } }, 'rate-limit lease failed') }) ?? nodeLimiter());
   const failedAuth = new FailedAuthShedder({ perSecond: config.failedAuthPerSecond, burst: config.failedAuthBurst });
   // Analytics (asynchronous side): ingest outcomes recorded off the hot path; stats and consumer lag read from the files.
   const outcomes = options.outcomes ?? new BufferedOutcomeRecorder(
-    new SqliteIngestStatsStore(ingestStatsDbFile(config.dataDir, config.env), { busyTimeoutMs: 100 }),
+    storage.ingestStats({ busyTimeoutMs: 100 }),
     { onError: (error) => logger.warn({ err: { message: error.message } }, 'ingest stats flush failed; will retry') },
   );
-  const statsReader = new StatsReader(config.dataDir, config.env);
+  const statsReader = new StatsReader(config.dataDir, config.env, storage);
   registerConsumerLagGauges(metrics.registry, statsReader);
+  // Operator console: live figures from this process (test events only with --env test).
+  const live = new LiveRecorder(metrics, { testEnvironment: config.env === 'test' });
+  const liveStore = role === 'single' ? new LiveStore({ env: config.env }) : null;
+  const stopLive = liveStore ? startLiveLoop(live, (delta) => liveStore.add(delta)) : () => undefined;
 
   const publicServer: PublicServer = buildServer(
     {
@@ -103,6 +120,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       failedAuth,
       now: Date.now,
       outcomes,
+      observer: live,
     },
   );
 
@@ -114,6 +132,15 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
           {
             metrics: { contentType: metrics.registry.contentType, text: () => metrics.registry.metrics() },
             stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),
+            console: {
+              env: config.env,
+              live: liveStore!,
+              stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),
+              lag: () => statsReader.lag(),
+              listDataSets: () => controlPlane.listDataSets(),
+              listKeys: () => controlPlane.listKeys(),
+              processes: () => 1,
+            },
             readiness: () => {
               const health = queue.health();
               return {
@@ -139,7 +166,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   accepting = true;
   const port = (publicServer.server.address() as AddressInfo).port;
   const adminPort = admin ? (admin.server.address() as AddressInfo).port : 0;
-  if (role === 'single') logger.info({ env: config.env, port, admin_port: adminPort, host: config.host }, 'ecapi-ingest listening');
+  if (role === 'single') logger.info({ env: config.env, port, admin_port: adminPort, host: config.host, storage: storage.location }, 'ecapi-ingest listening');
 
   let closing: Promise<void> | null = null;
   return {
@@ -149,11 +176,13 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     demoKey,
     logger,
     metrics,
+    live,
     queueHealth: () => queue.health(),
     close() {
       closing ??= (async () => {
         accepting = false;
         credentials.stop();
+        stopLive();
         await publicServer.shutdown();
         await queue.close();
         if (!options.outcomes) await outcomes.close();
@@ -161,7 +190,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
         rateLimiter.close();
         failedAuth.close();
         await admin?.close();
-        await controlPlane.close();
+        await storage.close();
         if (role === 'single') logger.info('ecapi-ingest stopped');
         logger.flush();
       })();

@@ -7,6 +7,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { parseSince } from '../analytics/stats-reader.js';
+import { AdminSessions, registerConsole, sessionCookieOf, type ConsoleDeps } from './console-api.js';
 
 export interface AdminAppConfig {
   /** Required when the admin port is reachable from other hosts. */
@@ -25,6 +26,8 @@ export interface AdminAppDeps {
   readonly readiness: () => { ready: boolean; checks: Record<string, boolean | string | number> };
   /** Analytics of a data set from `sinceMs` on (GET /api/stats/:dataSetId); absent: 404. */
   readonly stats?: (dataSetId: string, sinceMs: number) => Promise<unknown>;
+  /** The operator console (page + /api/overview, /api/data-sets, …; console-api.ts); absent: not served. */
+  readonly console?: ConsoleDeps;
 }
 
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
@@ -41,15 +44,19 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
     keepAliveTimeout: 65_000,
   });
 
+  const sessions = new AdminSessions();
   if (config.adminToken) {
     const expected = digest(config.adminToken);
     app.addHook('onRequest', async (request, reply) => {
+      // The console's static shell and its login route carry no data (console-api.ts marks them public).
+      if ((request.routeOptions.config as { public?: boolean } | undefined)?.public) return;
       const header = request.headers.authorization ?? '';
       const match = /^Bearer (.+)$/.exec(header);
       // Hash both sides: equal lengths for timingSafeEqual whatever was sent.
-      if (!match || !timingSafeEqual(digest(match[1]!), expected)) {
-        await reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
-      }
+      if (match && timingSafeEqual(digest(match[1]!), expected)) return;
+      // Or the console's session cookie, set by POST /api/session after the token was given once.
+      if (sessions.valid(sessionCookieOf(request))) return;
+      await reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
     });
   }
 
@@ -75,6 +82,8 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
     }
     return reply.send(await deps.stats(request.params.dataSetId, sinceMs));
   });
+
+  if (deps.console) registerConsole(app, deps.console, { adminToken: config.adminToken, sessions, readiness: deps.readiness });
 
   return app;
 }

@@ -4,11 +4,12 @@
  * IPC with the consumer is needed. Connections open lazily and stay open.
  */
 import { Gauge, type Registry } from 'prom-client';
-import { ingestStatsDbFile, queueDbFile, viewDbFile, type Environment } from '../config.js';
+import type { Environment } from '../config.js';
 import { parseDurationMs } from '../control/duration.js';
-import { SqliteIngestStatsStore, SqliteViewStore } from '../merged-view/sqlite-view-store.js';
-import { lagOf, SqliteQueueSource, type ConsumerLag } from '../consumer/sqlite-queue-source.js';
-import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
+import type { IngestStatsStore, ViewStore } from '../merged-view/view-store.js';
+import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
+import { SqliteStorage } from '../storage/sqlite-storage.js';
+import type { Storage } from '../storage/storage.js';
 import { hourOf, statsDocument, type StatsDocument } from './hourly.js';
 
 export const DEFAULT_STATS_WINDOW = '24h';
@@ -24,39 +25,35 @@ export function parseSince(text: string | undefined, nowMs: number): number {
 }
 
 export class StatsReader {
-  readonly #dataDir: string;
-  readonly #env: Environment;
-  #view: SqliteViewStore | null = null;
-  #ingest: SqliteIngestStatsStore | null = null;
-  #queue: SqliteQueueSource | null = null;
+  /** The storage read from; opened here (embedded profile) when none is given, and then closed here. */
+  readonly #storage: Storage;
+  readonly #ownsStorage: boolean;
+  #ingest: IngestStatsStore | null = null;
 
-  constructor(dataDir: string, env: Environment) {
-    this.#dataDir = dataDir;
-    this.#env = env;
+  constructor(dataDir: string, env: Environment, storage?: Storage) {
+    this.#storage = storage ?? new SqliteStorage(dataDir, env);
+    this.#ownsStorage = storage === undefined;
   }
 
-  view(): SqliteViewStore {
-    return (this.#view ??= new SqliteViewStore(viewDbFile(this.#dataDir, this.#env)));
+  view(): ViewStore {
+    return this.#storage.viewStore();
   }
 
   async stats(dataSetId: string, sinceMs: number): Promise<StatsDocument> {
-    this.#ingest ??= new SqliteIngestStatsStore(ingestStatsDbFile(this.#dataDir, this.#env));
+    this.#ingest ??= this.#storage.ingestStats();
     const since = hourOf(sinceMs);
     const rows = [...(await this.view().counters(dataSetId, since)), ...(await this.#ingest.counters(dataSetId, since))];
     return statsDocument(dataSetId, sinceMs, rows);
   }
 
   async lag(nowMs = Date.now()): Promise<ConsumerLag> {
-    const nextSeq = await this.view().offset(VIEW_CONSUMER);
-    this.#queue ??= new SqliteQueueSource(queueDbFile(this.#dataDir, this.#env));
-    return lagOf(nextSeq, this.#queue.position(nextSeq), nowMs);
+    return this.#storage.queueReader().lag(nowMs);
   }
 
   async close(): Promise<void> {
-    await this.#view?.close();
     await this.#ingest?.close();
-    await this.#queue?.close();
-    this.#view = this.#ingest = this.#queue = null;
+    this.#ingest = null;
+    if (this.#ownsStorage) await this.#storage.close();
   }
 }
 

@@ -10,12 +10,11 @@ import { Command, CommanderError, Option } from 'commander';
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
-import { DEFAULT_PORTS, parseEnvironment, queueDbFile, type Environment, type ServeConfig } from '../config.js';
-import { openControlPlane } from '../control/open-control-plane.js';
+import { DEFAULT_PORTS, parseEnvironment, type Environment, type ServeConfig } from '../config.js';
 import type { ControlPlane, DataSetRecord, KeyRecord, PolicyPatch } from '../control/control-plane.js';
 import { formatDurationMs, parseDurationMs } from '../control/duration.js';
 import { ControlPlaneError } from '../errors.js';
-import { openQueueDatabase, readRecords } from '../queue/sqlite-queue-store.js';
+import { migrateStorage, openStorage, validateDatabaseUrl } from '../storage/open-storage.js';
 import { demoBanner } from '../demo.js';
 import { startService } from '../service.js';
 import { runPrimary } from '../cluster/node-primary.js';
@@ -24,6 +23,7 @@ import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messag
 import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
 import { CliError, processIo, type CliIo } from './cli-io.js';
 import type { CliContext, GlobalOptions } from './cli-context.js';
+import type { Storage } from '../storage/storage.js';
 import { registerViewCommands } from './view-commands.js';
 import { startConsumerSupervisor, type ConsumerSupervisor } from '../consumer/consumer-supervisor.js';
 import { registerSendCommand } from './send-command.js';
@@ -104,6 +104,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .description('ECAPI 1.0 event ingestion service and operator CLI')
     .addOption(new Option('--data-dir <dir>', 'data directory').env('ECAPI_DATA_DIR').default('./data'))
     .addOption(new Option('--env <env>', 'environment: production or test').env('ECAPI_ENV').default('production'))
+    .addOption(new Option('--database-url <url>', 'postgres://… : keep everything in PostgreSQL (scale-out profile); default: embedded SQLite in the data dir').env('ECAPI_DATABASE_URL'))
     .option('--json', 'print one JSON document', false)
     .exitOverride()
     .configureOutput({
@@ -113,25 +114,30 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     });
 
   const globals = (): GlobalOptions => {
-    const opts = program.opts<{ dataDir: string; env: string; json: boolean }>();
-    return { dataDir: resolve(opts.dataDir), env: parseEnvironment(opts.env), json: opts.json };
+    const opts = program.opts<{ dataDir: string; env: string; json: boolean; databaseUrl?: string }>();
+    validateDatabaseUrl(opts.databaseUrl);
+    return { dataDir: resolve(opts.dataDir), env: parseEnvironment(opts.env), json: opts.json, databaseUrl: opts.databaseUrl || undefined };
   };
 
-  const withControl = async <T>(fn: (cp: ControlPlane, g: GlobalOptions) => Promise<T>): Promise<T> => {
+  const withStorage = async <T>(fn: (storage: Storage, g: GlobalOptions) => Promise<T>): Promise<T> => {
     const g = globals();
-    const cp = openControlPlane(g.dataDir, g.env);
+    const storage = await openStorage({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, poolSize: 2 });
     try {
-      return await fn(cp, g);
+      return await fn(storage, g);
     } finally {
-      await cp.close();
+      await storage.close();
     }
   };
+
+  const withControl = <T>(fn: (cp: ControlPlane, g: GlobalOptions) => Promise<T>): Promise<T> =>
+    withStorage((storage, g) => fn(storage.controlPlane(), g));
 
   const ctx: CliContext = {
     io,
     out,
     globals,
     withControl,
+    withStorage,
     keepAlive: (done) => {
       serveDone = done;
     },
@@ -173,6 +179,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
           // Tell the operator once (the primary reports the failed start), then leave: the IPC
           // channel to the primary would otherwise keep this process alive.
           io.stderr.write(`error: worker ${process.pid}: ${error.message}\n`);
+          if (process.env.ECAPI_DEBUG_STACK) io.stderr.write(`${error.stack}\n`);
           process.exit(1);
         });
         serveDone = new Promise<void>((resolveDone) => {
@@ -204,6 +211,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         failedAuthPerSecond: parsePositive(opts.failedAuthRps),
         failedAuthBurst: parsePositive(opts.failedAuthBurst),
         rateLimit: opts.rateLimit,
+        databaseUrl: g.databaseUrl,
         headersTimeoutMs: parseDurationMs(opts.headersTimeout),
         requestTimeoutMs: parseDurationMs(opts.requestTimeout),
         keepAliveTimeoutMs: parseDurationMs(opts.keepAliveTimeout),
@@ -216,7 +224,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
       }
       // --- merged-view consumer (issue 5): its own child process, for both single and --workers N ---
       const consumer: ConsumerSupervisor | null = opts.worker
-        ? startConsumerSupervisor({ dataDir: g.dataDir, env: g.env, logger: service.logger })
+        ? startConsumerSupervisor({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger: service.logger })
         : null;
       // --- end consumer ---
       serveDone = new Promise<void>((resolveDone) => {
@@ -375,20 +383,34 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .description('print queued records as NDJSON, one per line')
     .option('--from <seq>', 'first sequence number', '1')
     .option('--data-set <id>', 'only records of this data set')
-    .action(async (opts: { from: string; dataSet?: string }) => {
-      const g = globals();
-      const db = openQueueDatabase(queueDbFile(g.dataDir, g.env));
-      try {
+    .action((opts: { from: string; dataSet?: string }) =>
+      withStorage(async (storage) => {
+        const reader = storage.queueReader();
         let from = parseNonNegativeInt(opts.from);
         for (;;) {
-          const records = readRecords(db, { fromSeq: from, limit: 5000, ...(opts.dataSet ? { dataSetId: opts.dataSet } : {}) });
+          const records = await reader.read({ fromSeq: from, limit: 5000, ...(opts.dataSet ? { dataSetId: opts.dataSet } : {}) });
           if (records.length === 0) break;
           io.stdout.write(records.map((r) => JSON.stringify(r)).join('\n') + '\n');
           from = records[records.length - 1]!.seq + 1;
         }
-      } finally {
-        db.close();
+      }),
+    );
+
+  // migrate
+  program
+    .command('migrate')
+    .description('apply pending schema migrations to the database of --database-url (idempotent; serve and worker also do it at start)')
+    .action(async () => {
+      const g = globals();
+      const result = await migrateStorage({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl });
+      if (!result) {
+        out(g.json ? JSON.stringify({ profile: 'sqlite', applied: [] }) : 'embedded SQLite: nothing to migrate (schemas are created when the files are opened)');
+        return;
       }
+      if (g.json) return void out(JSON.stringify({ profile: 'postgres', schema: result.schema, applied: result.applied, current: result.current }));
+      out(result.applied.length > 0
+        ? `schema ${result.schema}: applied migration(s) ${result.applied.join(', ')}; now at version ${result.current}`
+        : `schema ${result.schema}: up to date at version ${result.current}`);
     });
 
   // Command groups that live in their own modules register here.

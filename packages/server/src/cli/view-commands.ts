@@ -12,6 +12,7 @@ import { recordKeyForId } from '../merged-view/merge.js';
 import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError } from './cli-io.js';
+import { parseDurationMs } from '../control/duration.js';
 import type { CliContext } from './cli-context.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -52,32 +53,49 @@ function statsText(doc: StatsDocument): string {
 }
 
 export function registerViewCommands(program: Command, ctx: CliContext): void {
-  const withReader = async <T>(fn: (reader: StatsReader) => Promise<T>): Promise<T> => {
-    const g = ctx.globals();
-    const reader = new StatsReader(g.dataDir, g.env);
-    try {
-      return await fn(reader);
-    } finally {
-      await reader.close();
-    }
-  };
+  const withReader = <T>(fn: (reader: StatsReader) => Promise<T>): Promise<T> =>
+    ctx.withStorage(async (storage, g) => {
+      const reader = new StatsReader(g.dataDir, g.env, storage);
+      try {
+        return await fn(reader);
+      } finally {
+        await reader.close();
+      }
+    });
 
   // worker
   const worker = program
     .command('worker')
     .description('run the merged-view consumer (identities, analytics) until SIGTERM; `serve` runs one unless --no-worker')
     .addOption(new Option('--batch-size <n>', 'queue records per transaction').default('2000'))
-    .action((opts: { batchSize: string }) => {
+    .addOption(new Option('--retention <duration>', 'PostgreSQL profile: delete consumed queue records older than this (0 keeps them)').env('ECAPI_QUEUE_RETENTION').default('7d'))
+    .action((opts: { batchSize: string; retention: string }) => {
       const g = ctx.globals();
       const batchSize = Number(opts.batchSize);
       if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) throw new CliError(`invalid batch size "${opts.batchSize}"`);
+      const retentionMs = opts.retention === '0' ? 0 : parseDurationMs(opts.retention);
       const logger = createLogger();
       const stopped = new Promise<void>((resolve) => {
         process.once('SIGTERM', () => resolve());
         process.once('SIGINT', () => resolve());
+        // Started by `serve` with an IPC channel: when that parent goes away (however it died), stop
+        // gracefully too. The channel is unref'd so that it never keeps a finished worker alive.
+        if (process.send) {
+          // The parent may already be gone by the time this runs (a serve stopped right after it
+          // started): 'disconnect' would never fire again, so check the state as well as the event.
+          if (!process.connected) resolve();
+          process.once('disconnect', () => resolve());
+          process.channel?.unref();
+          // Belt and braces: re-parented to init means the serve process died.
+          const parent = process.ppid;
+          const watch = setInterval(() => {
+            if (process.ppid !== parent) resolve();
+          }, 1000);
+          watch.unref();
+        }
       });
       ctx.keepAlive(
-        runViewWorker({ dataDir: g.dataDir, env: g.env, logger, stopped, batchSize }).finally(() => logger.flush()),
+        runViewWorker({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs }).finally(() => logger.flush()),
       );
     });
   worker

@@ -1,5 +1,6 @@
 /** Messages between the primary of `serve --workers N` and its workers (besides rate-limit leases). */
 import type { ServeConfig } from '../config.js';
+import type { LiveDelta } from '../observability/live-stats.js';
 
 /** The environment variable carrying the serve configuration to forked workers. */
 export const WORKER_CONFIG_ENV = 'ECAPI_WORKER_CONFIG';
@@ -15,7 +16,13 @@ export interface WorkerHealth {
   readonly lastError: string | null;
 }
 
-export type WorkerMessage = WorkerListening | WorkerHealth;
+/** About one second of the worker's live figures, summed by the primary for the operator console. */
+export interface WorkerLive {
+  readonly type: 'ecapi:live';
+  readonly delta: LiveDelta;
+}
+
+export type WorkerMessage = WorkerListening | WorkerHealth | WorkerLive;
 
 export function encodeWorkerConfig(config: ServeConfig): string {
   return JSON.stringify(config);

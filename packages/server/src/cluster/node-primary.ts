@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { AggregatorRegistry } from 'prom-client';
 import type { ServeConfig } from '../config.js';
 import { buildAdminApp } from '../admin/admin-app.js';
-import { openControlPlane } from '../control/open-control-plane.js';
+import { openStorage } from '../storage/open-storage.js';
 import type { IssuedKey } from '../control/control-plane.js';
 import { createDemoIfFresh } from '../demo.js';
 import { createLogger, type Logger } from '../observability/logger.js';
@@ -21,6 +21,7 @@ import { LocalRateLimiter } from '../rate-limit/local-rate-limiter.js';
 import { loadTlsMaterial } from '../tls/tls-material.js';
 import { assertAdminExposure } from '../service.js';
 import { StatsReader } from '../analytics/stats-reader.js';
+import { LiveStore } from '../observability/live-stats.js';
 import { encodeWorkerConfig, WORKER_CONFIG_ENV, type WorkerMessage } from './cluster-messages.js';
 
 export interface RunningNode {
@@ -41,9 +42,9 @@ interface WorkerState {
 export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   assertAdminExposure(config);
   const logger = createLogger({ level: config.logLevel });
-  const controlPlane = openControlPlane(config.dataDir, config.env);
-  const demoKey = config.demo ? await createDemoIfFresh(controlPlane) : null;
-  await controlPlane.close();
+  // Migrates the PostgreSQL schema once, before the workers open it (open-storage.ts picks the profile).
+  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl, poolSize: 2 });
+  const demoKey = config.demo ? await createDemoIfFresh(storage.controlPlane()) : null;
   const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
 
   const authority = new LeaseAuthority(new LocalRateLimiter());
@@ -65,6 +66,10 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
       const state = states.get(worker);
       if (!state) return;
       if (message.type === 'ecapi:listening') state.port = message.port;
+      if (message.type === 'ecapi:live') {
+        liveStore.add(message.delta);
+        return;
+      }
       if (message.type === 'ecapi:health') {
         state.writable = message.writable;
         state.lastError = message.lastError;
@@ -87,12 +92,24 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   };
 
   const aggregator = new AggregatorRegistry();
-  const statsReader = new StatsReader(config.dataDir, config.env);
+  const statsReader = new StatsReader(config.dataDir, config.env, storage);
+  // Operator console: the workers' live deltas (IPC, every second) summed here; control plane read for the data-set pages.
+  const liveStore = new LiveStore({ env: config.env });
+  const consoleControlPlane = storage.controlPlane();
   const admin = buildAdminApp(
     { adminToken: config.adminToken },
     {
       metrics: { contentType: aggregator.contentType, text: () => aggregator.clusterMetrics() },
       stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),
+      console: {
+        env: config.env,
+        live: liveStore,
+        stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),
+        lag: () => statsReader.lag(),
+        listDataSets: () => consoleControlPlane.listDataSets(),
+        listKeys: () => consoleControlPlane.listKeys(),
+        processes: () => states.size,
+      },
       readiness: () => {
         const all = [...states.values()];
         const listening = all.length === config.workers && all.every((s) => s.port !== null);
@@ -153,6 +170,8 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
         );
         await admin.close();
         await statsReader.close();
+        await consoleControlPlane.close();
+        await storage.close();
         logger.info('ecapi-ingest stopped');
         logger.flush();
       })();

@@ -8,18 +8,21 @@ import type { ServeConfig } from '../config.js';
 import { LeasedRateLimiter } from '../rate-limit/leased-rate-limiter.js';
 import { startService, type RunningService } from '../service.js';
 import type { WorkerMessage } from './cluster-messages.js';
+import { startLiveLoop } from '../observability/live-stats.js';
 
 export async function runWorker(config: ServeConfig): Promise<RunningService> {
   const send = (message: unknown) => {
     if (process.connected) process.send!(message);
   };
-  const rateLimiter = new LeasedRateLimiter({
-    send,
-    onMessage(listener) {
-      process.on('message', listener);
-      return () => process.off('message', listener);
-    },
-  });
+  // Leases from the primary, unless the storage has a cluster-wide authority (PostgreSQL profile).
+  const rateLimiter = () =>
+    new LeasedRateLimiter({
+      send,
+      onMessage(listener) {
+        process.on('message', listener);
+        return () => process.off('message', listener);
+      },
+    });
   const service = await startService(config, { role: 'worker', rateLimiter });
   AggregatorRegistry.setRegistries([service.metrics.registry]);
   // prom-client installs the worker's responder to the primary's metrics requests only in the
@@ -38,6 +41,8 @@ export async function runWorker(config: ServeConfig): Promise<RunningService> {
   service.metrics.onHealthChange = reportHealth;
   const healthTimer = setInterval(reportHealth, 250);
   healthTimer.unref();
+  // Operator console: push this worker's live figures to the primary every second.
+  const stopLive = startLiveLoop(service.live, (delta) => send({ type: 'ecapi:live', delta } satisfies WorkerMessage));
   // If the primary dies, a worker must not live on serving without its limiter authority.
   process.on('disconnect', () => {
     void service.close().finally(() => {
@@ -48,6 +53,7 @@ export async function runWorker(config: ServeConfig): Promise<RunningService> {
     ...service,
     close: async () => {
       clearInterval(healthTimer);
+      stopLive();
       await service.close();
     },
   };

@@ -25,6 +25,8 @@ export interface ConsumerSupervisor {
 export function startConsumerSupervisor(options: {
   readonly dataDir: string;
   readonly env: Environment;
+  /** Passed to the consumer in its environment (ECAPI_DATABASE_URL), never on its command line. */
+  readonly databaseUrl?: string | undefined;
   readonly logger: Logger;
   readonly bin?: string;
 }): ConsumerSupervisor {
@@ -39,8 +41,10 @@ export function startConsumerSupervisor(options: {
     if (stopping) return;
     const startedAt = Date.now();
     const proc = spawn(process.execPath, [bin, '--data-dir', options.dataDir, '--env', options.env, 'worker'], {
-      stdio: ['ignore', 'inherit', 'inherit'],
-      env: process.env,
+      // The IPC channel is the child's lifeline: if this process dies, even by SIGKILL, the channel
+      // closes and the consumer stops (see the `worker` command) instead of living on as an orphan.
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: options.databaseUrl ? { ...process.env, ECAPI_DATABASE_URL: options.databaseUrl } : process.env,
     });
     child = proc;
     proc.once('error', (error) => options.logger.error({ err: { message: error.message } }, 'consumer could not be started'));

@@ -5,14 +5,12 @@
  * It reads queue.db read-only and writes only view.db, so a slow consumer never slows ingest: the
  * queue's commits never wait for it, and its lag is visible (`worker status`, admin /metrics).
  */
-import { queueDbFile, viewDbFile, type Environment } from '../config.js';
+import type { Environment } from '../config.js';
 import { DEFAULT_POLICY } from '../control/data-set-policy.js';
-import { openControlPlane } from '../control/open-control-plane.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import type { Logger } from '../observability/logger.js';
-import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
-import { SqliteQueueSource } from './sqlite-queue-source.js';
-import { DEFAULT_BATCH_SIZE, runConsumerLoop, VIEW_CONSUMER, ViewConsumer } from './view-consumer.js';
+import { openStorage } from '../storage/open-storage.js';
+import { DEFAULT_BATCH_SIZE } from './view-consumer.js';
 
 /** Merge windows of the data sets, refreshed from the control plane. */
 export class MergeWindows {
@@ -37,39 +35,33 @@ export class MergeWindows {
 export interface ViewWorkerOptions {
   readonly dataDir: string;
   readonly env: Environment;
+  /** postgres://…: consume the shared PostgreSQL queue (several workers may run); absent: embedded. */
+  readonly databaseUrl?: string | undefined;
   readonly logger: Logger;
   /** Resolves when the worker must stop; the batch in progress completes first. */
   readonly stopped: Promise<void>;
   readonly batchSize?: number;
   readonly pollMs?: number;
+  /** Consumed queue records older than this are deleted (PostgreSQL profile); 0 keeps everything. */
+  readonly retentionMs?: number;
 }
 
 export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
-  const controlPlane = openControlPlane(options.dataDir, options.env);
-  const windows = new MergeWindows(controlPlane);
-  await windows.refresh();
-  const store = new SqliteViewStore(viewDbFile(options.dataDir, options.env));
-  const source = new SqliteQueueSource(queueDbFile(options.dataDir, options.env));
-  const consumer = new ViewConsumer(store, source, {
-    batchSize: options.batchSize ?? DEFAULT_BATCH_SIZE,
-    mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
-  });
-  options.logger.info({ env: options.env, pid: process.pid, next_seq: await store.offset(VIEW_CONSUMER) }, 'consumer started');
+  const storage = await openStorage({ dataDir: options.dataDir, env: options.env, databaseUrl: options.databaseUrl });
   try {
-    await runConsumerLoop(consumer, {
+    const windows = new MergeWindows(storage.controlPlane());
+    await windows.refresh();
+    await storage.runConsumer({
       logger: options.logger,
       stopped: options.stopped,
+      batchSize: options.batchSize ?? DEFAULT_BATCH_SIZE,
       ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
-      onTick: async () => {
-        await windows.refresh();
-        await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
-      },
+      ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
+      mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
+      onTick: () => windows.refresh(),
     });
   } finally {
-    await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: 0 }).catch(() => undefined);
-    await source.close();
-    await store.close();
-    await controlPlane.close();
+    await storage.close();
     options.logger.info({ env: options.env }, 'consumer stopped');
   }
 }

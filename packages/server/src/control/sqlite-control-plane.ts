@@ -80,9 +80,11 @@ export class SqliteControlPlane implements ControlPlane {
   constructor(file: string, box: SecretBox, now: () => number = Date.now) {
     mkdirSync(dirname(file), { recursive: true });
     this.#db = new Database(file);
+    // First: a serving node's processes and the CLI open this file at the same moment; the WAL
+    // switch and the schema must wait for a lock, not fail with "database is locked".
+    this.#db.pragma('busy_timeout = 5000');
     this.#db.pragma('journal_mode = WAL');
     this.#db.pragma('synchronous = FULL');
-    this.#db.pragma('busy_timeout = 5000');
     this.#db.pragma('foreign_keys = ON');
     this.#db.exec(SCHEMA);
     // Files created before rate limits existed lack the column.

@@ -20,6 +20,7 @@ import { rateLimitHeaders, type RateLimiter, type Admission } from '../rate-limi
 import type { DataSetLimits } from '../rate-limit/data-set-limits.js';
 import type { LimitName } from '../rate-limit/data-set-buckets.js';
 import type { IngestOutcomeRecorder } from '../analytics/ingest-outcome-recorder.js';
+import type { IngestObserver } from '../analytics/ingest-observer.js';
 import { acceptsJson, isJsonContentType } from './media-types.js';
 import { parseEvents } from './payload.js';
 
@@ -45,6 +46,8 @@ export interface EventsRequestDeps {
   readonly now: () => number;
   /** Analytics hook: per-event outcomes of each validated request (counts and messages only). */
   readonly outcomes?: IngestOutcomeRecorder;
+  /** Operator console hook (live figures, recent rejections; accepted events only in the test environment). */
+  readonly observer?: IngestObserver;
 }
 
 /** The `<which limit>` of `rate limit exceeded: <which limit>`. */
@@ -181,6 +184,7 @@ export async function handleEventsRequest(
 
     if (acceptedCount === 0) {
       deps.outcomes?.record(headerDataSet, nowMs, 0, errors.map((e) => e.error));
+      deps.observer?.validated({ dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs, accepted: 0, metas: [], errors });
       return withHeaders({
         status: 400,
         body: JSON.stringify({ accepted: 0, rejected: errors.length, errors }),
@@ -190,6 +194,9 @@ export async function handleEventsRequest(
       });
     }
 
+    // Console: the events as queued are kept across the commit wait only when the observer wants them (test environment).
+    const observedEvents = deps.observer?.wantsEvents ? checked.accepted : undefined;
+    const observedMetas = checked.metas;
     const appendStarted = performance.now();
     try {
       const appended = deps.queue.append({
@@ -218,6 +225,10 @@ export async function handleEventsRequest(
     deps.metrics.queueAppendDuration.observe((performance.now() - appendStarted) / 1000);
     deps.metrics.eventsAccepted.inc(acceptedCount);
     deps.outcomes?.record(headerDataSet, nowMs, acceptedCount, errors.length === 0 ? NO_ERRORS : errors.map((e) => e.error));
+    deps.observer?.validated({
+      dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs,
+      accepted: acceptedCount, metas: observedMetas, events: observedEvents, errors,
+    });
 
     if (errors.length === 0) {
       return withHeaders({ status: 200, body: `{"accepted":${acceptedCount}}`, accepted: acceptedCount, rejected: 0, ...ids });
@@ -232,6 +243,7 @@ export async function handleEventsRequest(
   } catch (error) {
     if (error instanceof RateLimited) {
       deps.metrics.rateLimited.inc({ limit: error.admission.limit! });
+      if (ids.dataSetId) deps.observer?.rateLimited(ids.dataSetId, nowMs);
       return requestErrorOutcome(error, {
         ...ids,
         headers: {

@@ -157,7 +157,10 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   server.on('request', (req: Request, res: Response) => {
     const started = performance.now();
     const requestId = randomUUID();
-    const socket = 'stream' in req ? req.stream.session?.socket as Socket | undefined : req.socket;
+    // HTTP/2's session.socket is a proxy, never the TLS socket of 'secureConnection': only HTTP/1.1
+    // exchanges are counted per socket (an HTTP/2 session finishes its own streams on close).
+    const peer = 'stream' in req ? req.stream.session?.socket as Socket | undefined : req.socket;
+    const socket = 'stream' in req ? undefined : req.socket;
     if (socket) active.set(socket, (active.get(socket) ?? 0) + 1);
     res.on('close', () => {
       if (!socket) return;
@@ -175,7 +178,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
       return;
     }
 
-    const address = (socket?.remoteAddress ?? '').replace(/^::ffff:/, '');
+    const address = (peer?.remoteAddress ?? '').replace(/^::ffff:/, '');
     const shedFor = deps.failedAuth.shedSeconds(address);
     if (shedFor > 0) {
       deps.metrics.rateLimited.inc({ limit: 'failed_auth' });
@@ -230,6 +233,8 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     req.on('end', () => {
       if (done) return;
       stop();
+      // HTTP/2: a stream reset or a lost connection ends the request too, with a truncated body.
+      if ('stream' in req && req.stream.destroyed) return;
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
       handleEventsRequest(deps, req.headers, body, requestId).then(
         (outcome) => {
@@ -261,7 +266,8 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
         // their response (which carries Connection: close).
         for (const session of sessions) session.close();
         for (const socket of sockets) {
-          if ((active.get(socket) ?? 0) === 0 && ![...sessions].some((s) => s.socket === socket)) socket.end();
+          if ((socket as import('node:tls').TLSSocket).alpnProtocol === 'h2') continue;
+          if ((active.get(socket) ?? 0) === 0) socket.end();
         }
       });
     },

@@ -52,13 +52,15 @@ export function segmentEvents(stored: string | Buffer): Record<string, unknown>[
 export function openQueueDatabase(file: string, options: { readonly?: boolean } = {}): Database.Database {
   if (!options.readonly) mkdirSync(dirname(file), { recursive: true });
   const db = new Database(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
+  // First: several processes (the workers of a node, the CLI, the consumer) open this file at the
+  // same moment, and switching to WAL or creating the schema must wait for a lock, not fail.
+  db.pragma('busy_timeout = 5000');
   if (!options.readonly) {
     db.pragma('journal_mode = WAL');
     // FULL: every commit syncs the WAL, so a committed segment survives power loss, not only a crash.
     db.pragma('synchronous = FULL');
     db.exec(QUEUE_SCHEMA);
   }
-  db.pragma('busy_timeout = 5000');
   return db;
 }
 

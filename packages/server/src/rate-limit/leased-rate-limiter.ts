@@ -83,9 +83,12 @@ export class LeasedRateLimiter implements RateLimiter {
 
   #acquire(dataSetId: string, limits: DataSetLimits, requests: number, events: number, nowMs: number): Promise<Admission> {
     const giveBack = this.#collectExpired(nowMs, dataSetId);
+    // Both kinds at once: a request is admitted in two steps (1 request, then its n events), and a
+    // lease holding only one kind would be given back and re-taken at every step (two round trips
+    // to the authority per request; with the database as the authority, the bottleneck).
     const want = {
-      requests: requests > 0 ? Math.max(requests, Math.floor(limits.rps / 100)) : 0,
-      events: events > 0 ? Math.max(events, Math.floor(limits.eps / 100)) : 0,
+      requests: Math.max(requests, Math.floor(limits.rps / 100)),
+      events: Math.max(events, Math.floor(limits.eps / 100)),
     };
     const id = this.#nextId++;
     return new Promise<Admission>((resolve) => {

@@ -7,10 +7,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { Client, type RetryInfo } from '@ecapi-ingest/client';
-import { exportQueue, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
+import { blockQueueCommits, exportQueue, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 
 let dataDir: string;
 let server: ServerProcess;
@@ -36,14 +34,12 @@ async function assertAllQueued(ids: string[]): Promise<Map<string, number>> {
 }
 
 test('500 ingest backend unavailable is retried with backoff until the queue recovers', async () => {
-  const blocker = new Database(join(dataDir, 'production', 'queue.db'));
-  blocker.exec('BEGIN EXCLUSIVE');
+  const unblock = await blockQueueCommits(dataDir);
   let locked = true;
   const release = () => {
     if (!locked) return;
     locked = false;
-    blocker.exec('ROLLBACK');
-    blocker.close();
+    void unblock();
   };
   const retries: RetryInfo[] = [];
   const c = new Client({

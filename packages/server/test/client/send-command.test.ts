@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { main } from '../../src/cli/main.js';
-import { exportQueue, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
+import { exportQueue, profileArgs, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 
 let dataDir: string;
 let server: ServerProcess;
@@ -28,7 +28,7 @@ after(async () => {
 async function run(args: string[], env: Record<string, string> = {}) {
   let stdout = '';
   let stderr = '';
-  const code = await main(['--data-dir', dataDir, ...args], {
+  const code = await main(['--data-dir', dataDir, ...(await profileArgs(dataDir)), ...args], {
     stdout: { write: (t: string) => (stdout += t) },
     stderr: { write: (t: string) => (stderr += t) },
     env: { ...env },

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { BIN, cli, cliJson, provision, startServer, tempDataDir } from '../helpers/server-process.js';
+import { BIN, cli, cliJson, profileEnv, provision, startServer, tempDataDir } from '../helpers/server-process.js';
 import { postSigned, sampleEvent } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 
@@ -110,7 +110,7 @@ test('serve --no-worker: the lag is visible; `ecapi-ingest worker` on its own co
     const metrics = await (await fetch(`http://127.0.0.1:${server.adminPort}/metrics`)).text();
     assert.match(metrics, /^ecapi_consumer_lag_records 2$/m);
 
-    const worker = spawn(process.execPath, [BIN, '--data-dir', dataDir, 'worker'], { stdio: 'ignore' });
+    const worker = spawn(process.execPath, [BIN, '--data-dir', dataDir, 'worker'], { stdio: 'ignore', env: { ...process.env, ...(await profileEnv(dataDir)) } });
     await waitFor('the standalone worker', async () => (await cliJson(dataDir, ['worker', 'status'])).lag_records === 0);
     worker.kill('SIGTERM');
     const [code] = await once(worker, 'exit');

@@ -9,6 +9,23 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { once } from 'node:events';
 import { main } from '../../src/cli/main.js';
+import { freshDatabase } from './postgres.js';
+
+/**
+ * Storage profile of the black-box suites: `ECAPI_TEST_PROFILE=postgres` (with
+ * ECAPI_TEST_DATABASE_URL) runs the same tests against the PostgreSQL profile: every data dir gets
+ * a fresh database, which startServer, cli and provision pass on (`.ci/run` runs them both ways).
+ */
+export const TEST_PROFILE: 'sqlite' | 'postgres' = process.env.ECAPI_TEST_PROFILE === 'postgres' ? 'postgres' : 'sqlite';
+const databases = new Map<string, Promise<string>>();
+
+/** The database URL of a data dir under the postgres profile (created on first use), else undefined. */
+export async function databaseUrlFor(dataDir: string): Promise<string | undefined> {
+  if (TEST_PROFILE !== 'postgres') return undefined;
+  let url = databases.get(dataDir);
+  if (!url) databases.set(dataDir, (url = freshDatabase('bb')));
+  return url;
+}
 
 export const BIN = fileURLToPath(new URL('../../src/bin/ecapi-ingest.js', import.meta.url));
 
@@ -45,9 +62,10 @@ export async function startServer(options: {
     ...(options.demo ? [] : ['--no-demo']),
     ...(options.args ?? []),
   ];
+  const databaseUrl = await databaseUrlFor(options.dataDir);
   const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ECAPI_LOG_LEVEL: 'info', ...options.extraEnv },
+    env: { ...process.env, ECAPI_LOG_LEVEL: 'info', ...(databaseUrl ? { ECAPI_DATABASE_URL: databaseUrl } : {}), ...options.extraEnv },
   });
   let output = '';
   child.stdout!.setEncoding('utf8').on('data', (text: string) => (output += text));
@@ -97,7 +115,8 @@ export interface CliResult {
 export async function cli(dataDir: string, args: string[], env: 'production' | 'test' = 'production'): Promise<CliResult> {
   let stdout = '';
   let stderr = '';
-  const code = await main(['--data-dir', dataDir, '--env', env, ...args], {
+  const databaseUrl = await databaseUrlFor(dataDir);
+  const code = await main(['--data-dir', dataDir, '--env', env, ...(databaseUrl ? ['--database-url', databaseUrl] : []), ...args], {
     stdout: { write: (t: string) => (stdout += t) },
     stderr: { write: (t: string) => (stderr += t) },
     env: process.env,
@@ -129,4 +148,44 @@ export async function exportQueue(dataDir: string, env: 'production' | 'test' = 
     .split('\n')
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l) as { seq: number; data_set_id: string; key_id: string; request_id: string; received_at: number; event: Record<string, any>; meta?: any });
+}
+
+/** CLI arguments that select a data dir's test-profile database (none in the embedded profile). */
+export async function profileArgs(dataDir: string): Promise<string[]> {
+  const url = await databaseUrlFor(dataDir);
+  return url ? ['--database-url', url] : [];
+}
+
+/** Environment for a spawned `ecapi-ingest` process of a data dir: the test profile's database URL. */
+export async function profileEnv(dataDir: string): Promise<Record<string, string>> {
+  const url = await databaseUrlFor(dataDir);
+  return url ? { ECAPI_DATABASE_URL: url } : {};
+}
+
+/**
+ * A real, external fault of the queue's store: another session holds the lock that every queue
+ * commit needs (SQLite: an exclusive transaction on queue.db; PostgreSQL: the queue_head row),
+ * longer than the queue waits for it. Returns the function that releases it.
+ */
+export async function blockQueueCommits(dataDir: string, env: 'production' | 'test' = 'production'): Promise<() => Promise<void>> {
+  const url = await databaseUrlFor(dataDir);
+  if (url) {
+    const pg = (await import('pg')).default;
+    const client = new pg.Client({ connectionString: url, options: `-c search_path=ecapi_${env}` });
+    await client.connect();
+    await client.query('BEGIN');
+    await client.query('SELECT next_seq FROM queue_head WHERE id = 1 FOR UPDATE');
+    return async () => {
+      await client.query('ROLLBACK');
+      await client.end();
+    };
+  }
+  const Database = (await import('better-sqlite3')).default;
+  const blocker = new Database(join(dataDir, env, 'queue.db'));
+  blocker.pragma('busy_timeout = 1000');
+  blocker.exec('BEGIN EXCLUSIVE');
+  return async () => {
+    blocker.exec('ROLLBACK');
+    blocker.close();
+  };
 }

@@ -4,9 +4,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import Database from 'better-sqlite3';
-import { join } from 'node:path';
-import { exportQueue, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
+import { blockQueueCommits, exportQueue, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 import { postSigned, sampleEvent } from '../helpers/https-client.js';
 
 let dataDir: string;
@@ -62,9 +60,7 @@ async function readyzUntil(status: number): Promise<{ ready: boolean; checks: { 
 test('a queue that cannot commit answers 500, readiness turns false, and recovery needs no restart', async () => {
   // Another process holds the queue's write lock longer than the writer's busy timeout: a real,
   // external fault of the database, not a simulated one.
-  const blocker = new Database(join(dataDir, 'production', 'queue.db'));
-  blocker.pragma('busy_timeout = 1000');
-  blocker.exec('BEGIN EXCLUSIVE');
+  const release = await blockQueueCommits(dataDir);
   const event = sampleEvent('durable', { id: 'during-outage' });
   try {
     const res = await postSigned(server.port, server.ca, creds, 'durable', JSON.stringify(event));
@@ -77,8 +73,7 @@ test('a queue that cannot commit answers 500, readiness turns false, and recover
     assert.match(metrics, /ecapi_queue_commit_failures_total [1-9]/);
     assert.match(metrics, /ecapi_queue_writable 0/);
   } finally {
-    blocker.exec('ROLLBACK');
-    blocker.close();
+    await release();
   }
   assert.ok(!(await exportQueue(dataDir)).some((r) => r.event.id === 'during-outage'), 'a 500 event is not queued');
   // The retry the spec allows succeeds once the fault is gone.

@@ -1,0 +1,153 @@
+/** The admin API the page reads: same origin, the session cookie travels by itself. */
+export class Unauthorized extends Error {}
+
+export async function getJson<T>(path: string): Promise<T> {
+  const res = await fetch(path, { headers: { accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' });
+  if (res.status === 401) throw new Unauthorized('admin token required');
+  const body = (await res.json().catch(() => ({}))) as T & { error?: string };
+  if (!res.ok) throw new Error(body.error ?? `${path}: HTTP ${res.status}`);
+  return body;
+}
+
+export async function login(token: string): Promise<boolean> {
+  const res = await fetch('/api/session', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json' },
+    credentials: 'same-origin',
+    body: JSON.stringify({ token }),
+  });
+  return res.ok;
+}
+
+export async function logout(): Promise<void> {
+  await fetch('/api/session', { method: 'DELETE', credentials: 'same-origin' });
+}
+
+export interface Session {
+  token_required: boolean;
+  authenticated: boolean;
+}
+
+export type Checks = Record<string, boolean | string | number>;
+
+export interface Overview {
+  env: string;
+  now: string;
+  processes: number;
+  ready: boolean;
+  checks: Checks;
+  rate_window_seconds: number;
+  requests_per_second: number;
+  events_per_second: { accepted: number; rejected: number };
+  latency_ms: { window_seconds: number; p50: number | null; p99: number | null };
+  queue_append_ms: { window_seconds: number; p50: number | null; p99: number | null };
+  status_codes: { last_5_minutes: Record<string, number>; last_hour: Record<string, number> };
+  last_hour: {
+    requests: number;
+    events_accepted: number;
+    events_rejected: number;
+    rejected_by_reason: Record<string, number>;
+    rate_limited: Record<string, number>;
+  };
+  consumer_lag: { records: number; seconds: number } | null;
+  live_since: string;
+  serving_processes: { reporting: number; with_traffic_last_hour: number };
+}
+
+export interface TimeSeries {
+  window_seconds: number;
+  step_seconds: number;
+  t: number[];
+  series: Record<
+    | 'requests_2xx' | 'requests_4xx' | 'requests_429' | 'requests_5xx' | 'events_accepted' | 'events_rejected'
+    | 'latency_p50_ms' | 'latency_p99_ms' | 'queue_append_p50_ms' | 'queue_append_p99_ms',
+    (number | null)[]
+  >;
+}
+
+export interface KeyView {
+  key_id: string;
+  created_at: string;
+  rotated_at: string | null;
+  revoked_at: string | null;
+  previous_secret_valid_until: string | null;
+  status: 'active' | 'revoked';
+}
+
+export interface DataSetRow {
+  id: string;
+  created_at: string;
+  policy: { consent: string; ip: string; pii_scan: string; max_age_seconds: number; merge_window_seconds: number; version: number };
+  limits: { rps: number; burst_rps: number; burst_seconds: number; eps: number };
+  keys: KeyView[];
+  grants: string[];
+  today: {
+    since: string;
+    events_accepted: number;
+    events_rejected: number;
+    acceptance_rate: number | null;
+    distinct_events: number;
+    match_quality: number | null;
+    measurement_only_share: number | null;
+  };
+  last_hour: { accepted: number; rejected: number; rate_limited: number };
+}
+
+export interface Rejection {
+  at: number;
+  request_id: string;
+  index: number;
+  event_id: string | null;
+  error: string;
+}
+
+export interface DataSetDetail extends DataSetRow {
+  env: string;
+  hours: { hour: string; events: number; by_event_type: Record<string, number>; accepted: number; rejected: number; rejections: Record<string, number> }[];
+  last_24h: {
+    since: string;
+    events: number;
+    by_event_type: Record<string, number>;
+    accepted: number;
+    rejected: number;
+    rejections: Record<string, number>;
+    identifier_coverage: Record<string, number>;
+    match_quality: number | null;
+    match_quality_by_event_type: Record<string, { events: number; score: number; coverage: Record<string, number> }>;
+    measurement_only_share: number;
+  };
+  live: {
+    step_seconds: number;
+    t: number[];
+    accepted: number[];
+    rejected: number[];
+    rejected_by_reason: Record<string, number[]>;
+    rate_limited: number[];
+    measurement_only: number[];
+    last_hour: { accepted: number; rejected: number; reasons: Record<string, number>; rate_limited: number; measurement_only: number };
+    rate_limited_since_start: number;
+    recent_rejections: Rejection[];
+    consent: { accepted: number; measurement_only: number; measurement_only_share: number | null };
+  };
+}
+
+export interface TestEvent {
+  at: number;
+  data_set_id: string;
+  key_id: string;
+  request_id: string;
+  index: number;
+  event_id: string | null;
+  event_type: string | null;
+  outcome: 'accepted' | 'rejected';
+  error?: string;
+  event?: Record<string, unknown>;
+  event_omitted?: string;
+}
+
+export interface TestEvents {
+  env: string;
+  available: boolean;
+  reason?: string;
+  events: TestEvent[];
+}

@@ -1,0 +1,360 @@
+/**
+ * The operator console on the admin port (issue 10): the static page (bundled at build time into
+ * dist/console, served from memory) and the JSON API it reads. Every figure on the page comes from
+ * these routes:
+ *
+ *   GET  /api/overview                    live rates, status codes, p50/p99 latency, queue append, consumer lag, readiness
+ *   GET  /api/timeseries?window=1h&step=10s   the last hour's series (rates per second, percentiles in ms)
+ *   GET  /api/data-sets                   data sets: keys (never secrets), grants, limits, policy, today's figures
+ *   GET  /api/data-sets/:id               one data set: the above, 24 hourly points, live per-minute series, recent rejections
+ *   GET  /api/test-events                 the test environment's last events and their outcome (production: none, with the reason)
+ *   GET|POST|DELETE /api/session          the console's login with the admin token (session cookie)
+ *
+ * Access: the admin app's onRequest hook (admin-app.ts) guards every route but the static shell
+ * and /api/session (`config.public`), which carry no data. With an admin token configured, a
+ * request passes with `Authorization: Bearer <token>` or with the session cookie set here.
+ */
+import { randomBytes, createHash, timingSafeEqual } from 'node:crypto';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { extname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { DataSetRecord, KeyRecord } from '../control/control-plane.js';
+import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
+import { parseDurationMs } from '../control/duration.js';
+import { matchQuality, type StatsDocument } from '../analytics/hourly.js';
+import { LIVE_WINDOW_MS, type LiveStore } from '../observability/live-stats.js';
+
+export interface ConsoleDeps {
+  readonly env: string;
+  readonly live: LiveStore;
+  readonly stats: (dataSetId: string, sinceMs: number) => Promise<StatsDocument>;
+  readonly lag: () => Promise<ConsumerLag>;
+  readonly listDataSets: () => Promise<DataSetRecord[]>;
+  readonly listKeys: () => Promise<KeyRecord[]>;
+  /** Serving processes of the node (the primary's workers, or 1). */
+  readonly processes: () => number;
+  /** Where the built console lives (default: dist/console next to dist/src). */
+  readonly assetsDir?: string;
+}
+
+export interface ConsoleAccess {
+  readonly adminToken?: string | undefined;
+  readonly sessions: AdminSessions;
+  readonly readiness: () => { ready: boolean; checks: Record<string, boolean | string | number> };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions
+
+export const SESSION_COOKIE = 'ecapi_admin';
+const SESSION_TTL_MS = 12 * 3_600_000;
+const MAX_SESSIONS = 1000;
+
+/** Opaque random session ids → expiry, in memory (a restart logs everyone out). Never the token. */
+export class AdminSessions {
+  readonly #expiry = new Map<string, number>();
+
+  create(nowMs = Date.now()): { id: string; maxAgeSeconds: number } {
+    for (const [id, until] of this.#expiry) if (until <= nowMs) this.#expiry.delete(id);
+    // Oldest first (insertion order): drop the oldest beyond the cap.
+    while (this.#expiry.size >= MAX_SESSIONS) this.#expiry.delete(this.#expiry.keys().next().value!);
+    const id = randomBytes(32).toString('base64url');
+    this.#expiry.set(id, nowMs + SESSION_TTL_MS);
+    return { id, maxAgeSeconds: SESSION_TTL_MS / 1000 };
+  }
+
+  valid(id: string | undefined, nowMs = Date.now()): boolean {
+    if (!id) return false;
+    const until = this.#expiry.get(id);
+    if (until === undefined) return false;
+    if (until <= nowMs) {
+      this.#expiry.delete(id);
+      return false;
+    }
+    return true;
+  }
+
+  delete(id: string | undefined): void {
+    if (id) this.#expiry.delete(id);
+  }
+}
+
+export function sessionCookieOf(request: FastifyRequest): string | undefined {
+  const header = request.headers.cookie;
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const at = part.indexOf('=');
+    if (at > 0 && part.slice(0, at).trim() === SESSION_COOKIE) return part.slice(at + 1).trim();
+  }
+  return undefined;
+}
+
+const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
+
+export function tokenMatches(sent: string, expected: string): boolean {
+  return timingSafeEqual(digest(sent), digest(expected));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Static files
+
+const CONTENT_TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.map': 'application/json; charset=utf-8',
+};
+
+// No CDN, no inline script: everything comes from this port. uPlot positions its elements with style attributes.
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; font-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+};
+
+interface Asset {
+  readonly body: Buffer;
+  readonly type: string;
+  readonly etag: string;
+}
+
+function loadAssets(dir: string): Map<string, Asset> {
+  const assets = new Map<string, Asset>();
+  const walk = (sub: string) => {
+    for (const name of readdirSync(join(dir, sub))) {
+      const rel = sub ? `${sub}/${name}` : name;
+      if (statSync(join(dir, rel)).isDirectory()) walk(rel);
+      else {
+        const body = readFileSync(join(dir, rel));
+        const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
+        assets.set(rel, { body, type: CONTENT_TYPES[extname(name)] ?? 'application/octet-stream', etag });
+      }
+    }
+  };
+  try {
+    walk('');
+  } catch {
+    // Not built: the routes answer 503 with how to build it.
+  }
+  return assets;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Figures
+
+const DAY_MS = 86_400_000;
+const ratio = (part: number, whole: number) => (whole === 0 ? null : Math.round((part / whole) * 10_000) / 10_000);
+
+function keyView(key: KeyRecord, nowMs: number) {
+  return {
+    key_id: key.keyId,
+    created_at: new Date(key.createdAt).toISOString(),
+    rotated_at: key.rotatedAt === null ? null : new Date(key.rotatedAt).toISOString(),
+    revoked_at: key.revokedAt === null ? null : new Date(key.revokedAt).toISOString(),
+    previous_secret_valid_until:
+      key.previousSecretValidUntil === null || key.previousSecretValidUntil < nowMs ? null : new Date(key.previousSecretValidUntil).toISOString(),
+    status: key.revokedAt !== null ? 'revoked' : 'active',
+    data_sets: [...key.dataSets],
+  };
+}
+
+function todayOf(doc: StatsDocument) {
+  const t = doc.totals;
+  const seen = t.ingest.accepted + t.ingest.rejected;
+  return {
+    since: doc.since,
+    events_accepted: t.ingest.accepted,
+    events_rejected: t.ingest.rejected,
+    acceptance_rate: ratio(t.ingest.accepted, seen),
+    distinct_events: t.events,
+    match_quality: t.events === 0 ? null : matchQuality(t.identifier_coverage),
+    measurement_only_share: t.events === 0 ? null : t.measurement_only_share,
+  };
+}
+
+function parseWindow(text: string | undefined, fallback: string): number {
+  return parseDurationMs(text ?? fallback);
+}
+
+export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access: ConsoleAccess): void {
+  const assetsDir = deps.assetsDir ?? fileURLToPath(new URL('../../console/', import.meta.url));
+  const assets = loadAssets(assetsDir);
+  const publicRoute = { config: { public: true } };
+
+  const sendAsset = (request: FastifyRequest, reply: import('fastify').FastifyReply, name: string) => {
+    const asset = assets.get(name);
+    if (!asset) {
+      if (assets.size === 0) {
+        return reply.code(503).type('text/plain; charset=utf-8').send('the console is not built: run `npm run build:console -w packages/server`\n');
+      }
+      return reply.code(404).send({ error: 'not found' });
+    }
+    reply.headers(SECURITY_HEADERS);
+    // Revalidate every time (the files are small and change with each build); 304 when unchanged.
+    reply.header('cache-control', 'no-cache').header('etag', asset.etag);
+    if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
+    return reply.type(asset.type).send(asset.body);
+  };
+
+  app.get('/', publicRoute, async (_request, reply) => reply.redirect('/console/'));
+  app.get('/console', publicRoute, async (_request, reply) => reply.redirect('/console/'));
+  app.get('/console/', publicRoute, async (request, reply) => sendAsset(request, reply, 'index.html'));
+  app.get<{ Params: { '*': string } }>('/console/*', publicRoute, async (request, reply) => {
+    const name = request.params['*'];
+    if (name.includes('..')) return reply.code(404).send({ error: 'not found' });
+    return sendAsset(request, reply, name);
+  });
+
+  // --- session --------------------------------------------------------------------------------
+  const authenticated = (request: FastifyRequest) => {
+    if (!access.adminToken) return true;
+    const match = /^Bearer (.+)$/.exec(request.headers.authorization ?? '');
+    if (match && tokenMatches(match[1]!, access.adminToken)) return true;
+    return access.sessions.valid(sessionCookieOf(request));
+  };
+  const cookie = (value: string, maxAge: number) =>
+    `${SESSION_COOKIE}=${value}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=${maxAge}`;
+
+  app.get('/api/session', publicRoute, async (request) => ({ token_required: Boolean(access.adminToken), authenticated: authenticated(request) }));
+  app.post<{ Body: { token?: unknown } }>('/api/session', publicRoute, async (request, reply) => {
+    if (!access.adminToken) return { token_required: false, authenticated: true };
+    const token = request.body && typeof request.body === 'object' ? request.body.token : undefined;
+    if (typeof token !== 'string' || !tokenMatches(token, access.adminToken)) {
+      return reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
+    }
+    const session = access.sessions.create();
+    reply.header('set-cookie', cookie(session.id, session.maxAgeSeconds));
+    return { token_required: true, authenticated: true, expires_in_seconds: session.maxAgeSeconds };
+  });
+  app.delete('/api/session', publicRoute, async (request, reply) => {
+    access.sessions.delete(sessionCookieOf(request));
+    reply.header('set-cookie', cookie('', 0));
+    return { authenticated: false };
+  });
+
+  // --- figures ------------------------------------------------------------------------------
+  app.get('/api/overview', async () => {
+    const readiness = access.readiness();
+    const lag = await deps.lag().catch(() => null);
+    return {
+      env: deps.env,
+      now: new Date().toISOString(),
+      processes: deps.processes(),
+      ready: readiness.ready,
+      checks: readiness.checks,
+      ...deps.live.overview(),
+      consumer_lag: lag ? { records: lag.lag_records, seconds: lag.lag_seconds } : null,
+    };
+  });
+
+  app.get<{ Querystring: { window?: string; step?: string } }>('/api/timeseries', async (request, reply) => {
+    let windowMs: number;
+    let stepMs: number;
+    try {
+      windowMs = parseWindow(request.query.window, '1h');
+      stepMs = parseWindow(request.query.step, '10s');
+    } catch (error) {
+      return reply.code(400).send({ error: (error as Error).message });
+    }
+    if (windowMs > LIVE_WINDOW_MS || windowMs < 1000) return reply.code(400).send({ error: 'window must be between 1s and 1h' });
+    if (stepMs < 1000 || stepMs % 1000 !== 0 || stepMs > windowMs) return reply.code(400).send({ error: 'step must be whole seconds, at most the window' });
+    return { env: deps.env, ...deps.live.timeseries(windowMs, stepMs) };
+  });
+
+  // Today's figures of every data set are read from the stats files; several open consoles share one read.
+  let listCache: { at: number; value: Promise<unknown> } | null = null;
+  const rowOf = async (ds: DataSetRecord, keys: readonly KeyRecord[], nowMs: number) => {
+    const own = keys.filter((k) => k.dataSets.includes(ds.id));
+    const live = deps.live.dataSet(ds.id, nowMs).last_hour;
+    return {
+      id: ds.id,
+      created_at: new Date(ds.createdAt).toISOString(),
+      policy: {
+        consent: ds.policy.consent,
+        ip: ds.policy.ip,
+        pii_scan: ds.policy.piiScan,
+        max_age_seconds: ds.policy.maxAgeSeconds,
+        merge_window_seconds: ds.policy.mergeWindowSeconds,
+        version: ds.policy.version,
+      },
+      limits: { rps: ds.limits.rps, burst_rps: ds.limits.burstRps, burst_seconds: ds.limits.burstSeconds, eps: ds.limits.eps },
+      keys: own.map((k) => keyView(k, nowMs)),
+      grants: own.filter((k) => k.revokedAt === null).map((k) => k.keyId),
+      today: todayOf(await deps.stats(ds.id, Math.floor(nowMs / DAY_MS) * DAY_MS)),
+      last_hour: { accepted: live.accepted, rejected: live.rejected, rate_limited: live.rate_limited },
+    };
+  };
+  const dataSetRows = async (nowMs: number) => {
+    const [dataSets, keys] = await Promise.all([deps.listDataSets(), deps.listKeys()]);
+    return Promise.all(dataSets.map((ds) => rowOf(ds, keys, nowMs)));
+  };
+
+  app.get('/api/data-sets', async () => {
+    const now = Date.now();
+    if (!listCache || now - listCache.at > 1000) listCache = { at: now, value: dataSetRows(now) };
+    const value = listCache.value;
+    value.catch(() => (listCache = null));
+    return { env: deps.env, data_sets: await value };
+  });
+
+  app.get<{ Params: { id: string } }>('/api/data-sets/:id', async (request, reply) => {
+    const now = Date.now();
+    const [dataSets, keys] = await Promise.all([deps.listDataSets(), deps.listKeys()]);
+    const dataSet = dataSets.find((ds) => ds.id === request.params.id);
+    if (!dataSet) return reply.code(404).send({ error: `unknown data set ${request.params.id}` });
+    const row = await rowOf(dataSet, keys, now);
+    const day = await deps.stats(row.id, now - 23 * 3_600_000);
+    const live = deps.live.dataSet(row.id, now);
+    return {
+      env: deps.env,
+      ...row,
+      hours: day.hours.map((h) => ({
+        hour: h.hour,
+        events: h.events,
+        by_event_type: h.by_event_type,
+        accepted: h.ingest.accepted,
+        rejected: h.ingest.rejected,
+        rejections: h.ingest.rejections,
+      })),
+      last_24h: {
+        since: day.since,
+        events: day.totals.events,
+        by_event_type: day.totals.by_event_type,
+        accepted: day.totals.ingest.accepted,
+        rejected: day.totals.ingest.rejected,
+        rejections: day.totals.ingest.rejections,
+        identifier_coverage: day.totals.identifier_coverage,
+        match_quality: day.totals.events === 0 ? null : matchQuality(day.totals.identifier_coverage),
+        match_quality_by_event_type: day.totals.match_quality,
+        measurement_only_share: day.totals.measurement_only_share,
+      },
+      live: {
+        ...live,
+        consent: {
+          accepted: live.last_hour.accepted,
+          measurement_only: live.last_hour.measurement_only,
+          measurement_only_share: ratio(live.last_hour.measurement_only, live.last_hour.accepted),
+        },
+      },
+    };
+  });
+
+  app.get<{ Querystring: { limit?: string } }>('/api/test-events', async (request) => {
+    if (deps.env !== 'test') {
+      return {
+        env: deps.env,
+        available: false,
+        reason: 'the production console never shows event contents: open the console of the test environment (serve --env test, admin port 9465)',
+        events: [],
+      };
+    }
+    const limit = Math.min(200, Math.max(1, Number(request.query.limit) || 200));
+    return { env: deps.env, available: true, events: deps.live.testEvents(limit) };
+  });
+}

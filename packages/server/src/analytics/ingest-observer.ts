@@ -1,0 +1,38 @@
+/**
+ * The request path's live report for the operator console (issue 10), next to the analytics
+ * `IngestOutcomeRecorder`. Calls run on the serving thread and must stay cheap: implementations
+ * only copy a few fields into in-memory ring buffers. Nothing here is ever logged.
+ *
+ * `events` (the accepted events as queued) is passed only when `wantsEvents` is true, which the
+ * service sets for `--env test` alone: the production console never shows event contents.
+ */
+import type { EventPolicyMeta } from '../validation/event-check.js';
+
+export interface ObservedEventError {
+  readonly index: number;
+  readonly event_id: string | null;
+  readonly error: string;
+}
+
+export interface ObservedRequest {
+  readonly dataSetId: string;
+  readonly keyId: string;
+  readonly requestId: string;
+  readonly receivedAtMs: number;
+  /** Events durably queued (0 for the all-rejected 400). */
+  readonly accepted: number;
+  /** Policy metadata of the accepted events, in order (consent decisions). */
+  readonly metas: readonly (EventPolicyMeta | undefined)[];
+  /** The accepted events as queued, in order; only when `wantsEvents`. */
+  readonly events?: readonly Record<string, unknown>[] | undefined;
+  /** The response's `errors[]`. */
+  readonly errors: readonly ObservedEventError[];
+}
+
+export interface IngestObserver {
+  readonly wantsEvents: boolean;
+  /** A request reached per-event validation and got its 200, 207 or all-rejected 400. */
+  validated(request: ObservedRequest): void;
+  /** An authenticated, authorized request of this data set was answered 429. */
+  rateLimited(dataSetId: string, nowMs: number): void;
+}

@@ -1,0 +1,337 @@
+/**
+ * The asynchronous side's storage on PostgreSQL: merged records, identities, view counters,
+ * consumer offsets and heartbeats (ViewStore), and ingest outcome counters (IngestStatsStore).
+ * Same tables and semantics as sqlite-view-store.ts; every bulk operation of a batch is one
+ * statement over arrays (unnest), so a consumer batch costs a handful of round trips.
+ *
+ * Several consumers may run at once (`worker` on several machines): `offset()` inside a
+ * transaction locks the consumer's offset row (SELECT ... FOR UPDATE), so of two consumers that
+ * read the same offset, the second waits for the first to commit, sees the moved offset, and gives
+ * up its batch (view-consumer.ts). A batch is applied exactly once in effect, whoever runs it.
+ */
+import type { CounterRow } from '../analytics/hourly.js';
+import type { JsonObject } from './merge.js';
+import {
+  pairKey,
+  type ConsumerHeartbeat,
+  type DataSetCounterDelta,
+  type IdentityNode,
+  type IdentityView,
+  type IngestStatsStore,
+  type MergedRecord,
+  type ViewStore,
+  type ViewTransaction,
+} from './view-store.js';
+import { inTransaction, type Pool, type PoolClient } from '../storage/postgres/database.js';
+
+interface RecordRow {
+  data_set_id: string;
+  record_key: string;
+  event_id: string | null;
+  first_seq: number;
+  last_seq: number;
+  first_received_at: number;
+  last_received_at: number;
+  merged_count: number;
+  identity_key: string | null;
+  measurement_only: boolean;
+  event: string;
+}
+
+interface NodeRow {
+  data_set_id: string;
+  identity_key: string;
+  parent: string | null;
+  created_seq: number;
+  event_count: number;
+  identifier_count: number;
+}
+
+const recordOf = (row: RecordRow): MergedRecord => ({
+  dataSetId: row.data_set_id,
+  recordKey: row.record_key,
+  eventId: row.event_id,
+  firstSeq: row.first_seq,
+  lastSeq: row.last_seq,
+  firstReceivedAt: row.first_received_at,
+  lastReceivedAt: row.last_received_at,
+  mergedCount: row.merged_count,
+  identityKey: row.identity_key,
+  measurementOnly: row.measurement_only,
+  event: JSON.parse(row.event) as JsonObject,
+});
+
+const nodeOf = (row: NodeRow): IdentityNode => ({
+  dataSetId: row.data_set_id,
+  identityKey: row.identity_key,
+  parent: row.parent,
+  createdSeq: row.created_seq,
+  eventCount: row.event_count,
+  identifierCount: row.identifier_count,
+});
+
+const counterRows = (rows: { hour: number; name: string; n: number }[]): CounterRow[] =>
+  rows.map((r) => ({ hour: Number(r.hour), name: r.name, n: Number(r.n) }));
+
+function transactionOn(db: PoolClient): ViewTransaction {
+  return {
+    async offset(consumer) {
+      await db.query('INSERT INTO consumer_offsets (consumer, next_seq) VALUES ($1, 1) ON CONFLICT (consumer) DO NOTHING', [consumer]);
+      const { rows } = await db.query<{ next_seq: number }>('SELECT next_seq FROM consumer_offsets WHERE consumer = $1 FOR UPDATE', [consumer]);
+      return rows[0]!.next_seq;
+    },
+    async setOffset(consumer, nextSeq) {
+      await db.query(
+        'INSERT INTO consumer_offsets (consumer, next_seq) VALUES ($1, $2) ON CONFLICT (consumer) DO UPDATE SET next_seq = excluded.next_seq',
+        [consumer, nextSeq],
+      );
+    },
+    async loadRecords(refs) {
+      const out = new Map<string, MergedRecord>();
+      if (refs.length === 0) return out;
+      const { rows } = await db.query<RecordRow>(
+        `SELECT r.* FROM view_records r JOIN unnest($1::text[], $2::text[]) AS k(ds, rk) ON r.data_set_id = k.ds AND r.record_key = k.rk`,
+        [refs.map((r) => r.dataSetId), refs.map((r) => r.recordKey)],
+      );
+      for (const row of rows) out.set(pairKey(row.data_set_id, row.record_key), recordOf(row));
+      return out;
+    },
+    async loadIdentifierLinks(pairs) {
+      const out = new Map<string, string>();
+      if (pairs.length === 0) return out;
+      const { rows } = await db.query<{ data_set_id: string; identifier: string; identity_key: string }>(
+        `SELECT i.data_set_id, i.identifier, i.identity_key FROM identity_identifiers i
+         JOIN unnest($1::text[], $2::text[]) AS k(ds, id) ON i.data_set_id = k.ds AND i.identifier = k.id`,
+        [pairs.map((p) => p.dataSetId), pairs.map((p) => p.identifier)],
+      );
+      for (const row of rows) out.set(pairKey(row.data_set_id, row.identifier), row.identity_key);
+      return out;
+    },
+    async loadIdentities(pairs) {
+      const out = new Map<string, IdentityNode>();
+      if (pairs.length === 0) return out;
+      const { rows } = await db.query<NodeRow>(
+        `SELECT n.* FROM identity_nodes n JOIN unnest($1::text[], $2::text[]) AS k(ds, ik) ON n.data_set_id = k.ds AND n.identity_key = k.ik`,
+        [pairs.map((p) => p.dataSetId), pairs.map((p) => p.identityKey)],
+      );
+      for (const row of rows) out.set(pairKey(row.data_set_id, row.identity_key), nodeOf(row));
+      return out;
+    },
+    async writeRecords(records) {
+      if (records.length === 0) return;
+      await db.query(
+        `INSERT INTO view_records (data_set_id, record_key, event_id, first_seq, last_seq, first_received_at, last_received_at,
+           merged_count, identity_key, measurement_only, event)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[],
+           $8::integer[], $9::text[], $10::boolean[], $11::text[])
+         ON CONFLICT (data_set_id, record_key) DO UPDATE SET
+           event_id = excluded.event_id, first_seq = excluded.first_seq, last_seq = excluded.last_seq,
+           first_received_at = excluded.first_received_at, last_received_at = excluded.last_received_at,
+           merged_count = excluded.merged_count, identity_key = excluded.identity_key,
+           measurement_only = excluded.measurement_only, event = excluded.event`,
+        [
+          records.map((r) => r.dataSetId),
+          records.map((r) => r.recordKey),
+          records.map((r) => r.eventId),
+          records.map((r) => r.firstSeq),
+          records.map((r) => r.lastSeq),
+          records.map((r) => r.firstReceivedAt),
+          records.map((r) => r.lastReceivedAt),
+          records.map((r) => r.mergedCount),
+          records.map((r) => r.identityKey),
+          records.map((r) => r.measurementOnly),
+          records.map((r) => JSON.stringify(r.event)),
+        ],
+      );
+    },
+    async writeIdentities(nodes) {
+      if (nodes.length === 0) return;
+      await db.query(
+        `INSERT INTO identity_nodes (data_set_id, identity_key, parent, created_seq, event_count, identifier_count)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::integer[], $6::integer[])
+         ON CONFLICT (data_set_id, identity_key) DO UPDATE SET parent = excluded.parent, created_seq = excluded.created_seq,
+           event_count = excluded.event_count, identifier_count = excluded.identifier_count`,
+        [
+          nodes.map((n) => n.dataSetId),
+          nodes.map((n) => n.identityKey),
+          nodes.map((n) => n.parent),
+          nodes.map((n) => n.createdSeq),
+          nodes.map((n) => n.eventCount),
+          nodes.map((n) => n.identifierCount),
+        ],
+      );
+    },
+    async reparentIdentities(moves) {
+      // In order: a later move may start from the survivor of an earlier one.
+      for (const m of moves) {
+        await db.query('UPDATE identity_nodes SET parent = $1 WHERE data_set_id = $2 AND parent = $3', [m.to, m.dataSetId, m.from]);
+      }
+    },
+    async linkIdentifiers(links) {
+      if (links.length === 0) return;
+      await db.query(
+        `INSERT INTO identity_identifiers (data_set_id, identifier, identity_key)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+         ON CONFLICT (data_set_id, identifier) DO UPDATE SET identity_key = excluded.identity_key`,
+        [links.map((l) => l.dataSetId), links.map((l) => l.identifier), links.map((l) => l.identityKey)],
+      );
+    },
+    async addCounters(deltas) {
+      const nonZero = deltas.filter((d) => d.n !== 0);
+      if (nonZero.length === 0) return;
+      const params = [nonZero.map((d) => d.dataSetId), nonZero.map((d) => d.hour), nonZero.map((d) => d.name), nonZero.map((d) => d.n)];
+      await db.query(
+        `INSERT INTO view_counters (data_set_id, hour, name, n)
+         SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[])
+         ON CONFLICT (data_set_id, hour, name) DO UPDATE SET n = view_counters.n + excluded.n`,
+        params,
+      );
+      // A counter brought back to zero disappears, as in the embedded store.
+      if (nonZero.some((d) => d.n < 0)) {
+        await db.query(
+          `DELETE FROM view_counters c USING unnest($1::text[], $2::bigint[], $3::text[]) AS k(ds, hour, name)
+           WHERE c.data_set_id = k.ds AND c.hour = k.hour AND c.name = k.name AND c.n = 0`,
+          params.slice(0, 3),
+        );
+      }
+    },
+  };
+}
+
+export class PostgresViewStore implements ViewStore {
+  readonly #pool: Pool;
+
+  constructor(pool: Pool) {
+    this.#pool = pool;
+  }
+
+  transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {
+    return inTransaction(this.#pool, (db) => work(transactionOn(db)));
+  }
+
+  async offset(consumer: string): Promise<number> {
+    const { rows } = await this.#pool.query<{ next_seq: number }>('SELECT next_seq FROM consumer_offsets WHERE consumer = $1', [consumer]);
+    return rows[0]?.next_seq ?? 1;
+  }
+
+  /** Every consumer's offset whose name starts with `prefix`. */
+  async offsets(prefix: string): Promise<Map<string, number>> {
+    const { rows } = await this.#pool.query<{ consumer: string; next_seq: number }>(
+      'SELECT consumer, next_seq FROM consumer_offsets WHERE starts_with(consumer, $1)',
+      [prefix],
+    );
+    return new Map(rows.map((r) => [r.consumer, r.next_seq]));
+  }
+
+  async getRecord(dataSetId: string, recordKey: string): Promise<MergedRecord | null> {
+    const { rows } = await this.#pool.query<RecordRow>('SELECT * FROM view_records WHERE data_set_id = $1 AND record_key = $2', [dataSetId, recordKey]);
+    return rows[0] ? recordOf(rows[0]) : null;
+  }
+
+  async resolveIdentity(dataSetId: string, identityKey: string): Promise<string | null> {
+    const { rows } = await this.#pool.query<NodeRow>('SELECT * FROM identity_nodes WHERE data_set_id = $1 AND identity_key = $2', [dataSetId, identityKey]);
+    if (!rows[0]) return null;
+    return rows[0].parent ?? rows[0].identity_key;
+  }
+
+  async getIdentity(dataSetId: string, identityKey: string): Promise<IdentityView | null> {
+    return inTransaction(
+      this.#pool,
+      async (db) => {
+        const asked = (await db.query<NodeRow>('SELECT * FROM identity_nodes WHERE data_set_id = $1 AND identity_key = $2', [dataSetId, identityKey])).rows[0];
+        if (!asked) return null;
+        const rootKey = asked.parent ?? asked.identity_key;
+        const root = (await db.query<NodeRow>('SELECT * FROM identity_nodes WHERE data_set_id = $1 AND identity_key = $2', [dataSetId, rootKey])).rows[0] ?? asked;
+        const absorbed = (
+          await db.query<{ identity_key: string }>(
+            'SELECT identity_key FROM identity_nodes WHERE data_set_id = $1 AND parent = $2 ORDER BY identity_key COLLATE "C"',
+            [dataSetId, rootKey],
+          )
+        ).rows.map((r) => r.identity_key);
+        const identifiers = (
+          await db.query<{ identifier: string }>(
+            'SELECT identifier FROM identity_identifiers WHERE data_set_id = $1 AND identity_key = ANY($2::text[])',
+            [dataSetId, [rootKey, ...absorbed]],
+          )
+        ).rows.map((r) => r.identifier);
+        identifiers.sort();
+        return { requestedKey: identityKey, identityKey: rootKey, dataSetId, eventCount: root.event_count, identifiers, absorbedKeys: absorbed };
+      },
+      'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
+    );
+  }
+
+  async exportRecords(dataSetId: string, sinceMs: number, onPage: (records: MergedRecord[]) => void | Promise<void>): Promise<void> {
+    let after = -1;
+    for (;;) {
+      const { rows } = await this.#pool.query<RecordRow>(
+        'SELECT * FROM view_records WHERE data_set_id = $1 AND first_seq > $2 AND last_received_at >= $3 ORDER BY first_seq LIMIT 1000',
+        [dataSetId, after, sinceMs],
+      );
+      if (rows.length === 0) return;
+      after = rows[rows.length - 1]!.first_seq;
+      await onPage(rows.map(recordOf));
+      if (rows.length < 1000) return;
+    }
+  }
+
+  async counters(dataSetId: string, sinceHourMs: number): Promise<CounterRow[]> {
+    const { rows } = await this.#pool.query<{ hour: number; name: string; n: number }>(
+      'SELECT hour, name, n FROM view_counters WHERE data_set_id = $1 AND hour >= $2',
+      [dataSetId, sinceHourMs],
+    );
+    return counterRows(rows);
+  }
+
+  async heartbeat(beat: ConsumerHeartbeat): Promise<void> {
+    await this.#pool.query(
+      'INSERT INTO consumer_heartbeats (consumer, pid, at) VALUES ($1, $2, $3) ON CONFLICT (consumer) DO UPDATE SET pid = excluded.pid, at = excluded.at',
+      [beat.consumer, beat.pid, beat.at],
+    );
+  }
+
+  async lastHeartbeat(consumer: string): Promise<ConsumerHeartbeat | null> {
+    const { rows } = await this.#pool.query<ConsumerHeartbeat>('SELECT consumer, pid, at FROM consumer_heartbeats WHERE consumer = $1', [consumer]);
+    return rows[0] ?? null;
+  }
+
+  async close(): Promise<void> {
+    // The pool belongs to the storage.
+  }
+}
+
+export class PostgresIngestStatsStore implements IngestStatsStore {
+  readonly #pool: Pool;
+
+  constructor(pool: Pool) {
+    this.#pool = pool;
+  }
+
+  async add(deltas: readonly DataSetCounterDelta[]): Promise<void> {
+    if (deltas.length === 0) return;
+    // Merge duplicate keys first: one row may not be updated twice by one INSERT ... ON CONFLICT.
+    const merged = new Map<string, DataSetCounterDelta>();
+    for (const d of deltas) {
+      const key = `${d.dataSetId}\u0000${d.hour}\u0000${d.name}`;
+      const prev = merged.get(key);
+      merged.set(key, prev ? { ...d, n: prev.n + d.n } : d);
+    }
+    const list = [...merged.values()];
+    await this.#pool.query(
+      `INSERT INTO ingest_counters (data_set_id, hour, name, n)
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[])
+       ON CONFLICT (data_set_id, hour, name) DO UPDATE SET n = ingest_counters.n + excluded.n`,
+      [list.map((d) => d.dataSetId), list.map((d) => d.hour), list.map((d) => d.name), list.map((d) => d.n)],
+    );
+  }
+
+  async counters(dataSetId: string, sinceHourMs: number): Promise<CounterRow[]> {
+    const { rows } = await this.#pool.query<{ hour: number; name: string; n: number }>(
+      'SELECT hour, name, n FROM ingest_counters WHERE data_set_id = $1 AND hour >= $2',
+      [dataSetId, sinceHourMs],
+    );
+    return counterRows(rows);
+  }
+
+  async close(): Promise<void> {}
+}

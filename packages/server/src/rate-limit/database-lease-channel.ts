@@ -1,0 +1,118 @@
+/**
+ * Cluster-wide rate limits: the lease protocol of `serve --workers N` (lease-protocol.ts), with the
+ * database as the authority instead of the node's primary. Every serving process of every node
+ * runs a LeasedRateLimiter over this channel: requests spend leased tokens locally, and only a
+ * lease refill (about 1% of a second's quota, or what one request needs) is a round trip to
+ * PostgreSQL, one call of `rl_take` that updates the data set's `rate_buckets` row under its row
+ * lock. Unused tokens go back (`rl_give_back`) when a lease expires after LEASE_TTL_MS.
+ *
+ * Every admitted request took its tokens from the one row, so the cluster never admits more than
+ * the limits; leases held elsewhere can only delay admission by up to one lease lifetime.
+ */
+import type { BucketView, LimitName } from './data-set-buckets.js';
+import { eventsCapacity, sustainedCapacity, type DataSetLimits } from './data-set-limits.js';
+import type { LeaseGiveBack, LeaseReply, LeaseRequest, LeaseReturn } from './lease-protocol.js';
+import type { IpcChannel } from './leased-rate-limiter.js';
+import type { Pool } from '../storage/postgres/database.js';
+
+interface TakeRow {
+  o_ok: boolean;
+  o_granted_r: number;
+  o_granted_e: number;
+  o_now_ms: number;
+  o_limit: LimitName | null;
+  o_retry_ms: number | null;
+  o_sustained: number;
+  o_events: number;
+  o_in_second: number;
+}
+
+const limitArgs = (l: DataSetLimits) => [l.rps, l.burstRps, l.burstSeconds, l.eps];
+
+export class DatabaseLeaseChannel implements IpcChannel {
+  readonly #pool: Pool;
+  readonly #listeners = new Set<(message: unknown) => void>();
+  readonly #onError: (error: Error) => void;
+
+  constructor(pool: Pool, options: { onError?: (error: Error) => void } = {}) {
+    this.#pool = pool;
+    this.#onError = options.onError ?? (() => undefined);
+  }
+
+  #giveBack(giveBack: readonly LeaseGiveBack[]): Promise<unknown> {
+    return Promise.all(
+      giveBack.map((g) =>
+        this.#pool
+          .query('SELECT rl_give_back($1, $2, $3, $4, $5, $6, $7, $8)', [g.dataSetId, ...limitArgs(g.limits), g.requests, g.events, g.second])
+          .catch((error: Error) => this.#onError(error)),
+      ),
+    );
+  }
+
+  async #take(message: LeaseRequest): Promise<LeaseReply> {
+    const { limits } = message;
+    try {
+      const { rows } = await this.#pool.query<TakeRow>('SELECT * FROM rl_take($1, $2, $3, $4, $5, $6, $7, $8, $9)', [
+        message.dataSetId,
+        ...limitArgs(limits),
+        message.need.requests,
+        message.need.events,
+        message.want.requests,
+        message.want.events,
+      ]);
+      const row = rows[0]!;
+      const second = Math.floor(Number(row.o_now_ms) / 1000);
+      const view: BucketView = {
+        limits,
+        sustainedRemaining: Math.floor(row.o_sustained),
+        sustainedCapacity: sustainedCapacity(limits),
+        burstRemaining: Math.max(0, limits.burstRps - row.o_in_second),
+        eventsRemaining: Math.floor(row.o_events),
+        eventsCapacity: eventsCapacity(limits),
+        msToNextSecond: (second + 1) * 1000 - Number(row.o_now_ms),
+      };
+      return {
+        type: 'ecapi:rl-grant',
+        id: message.id,
+        ok: row.o_ok,
+        granted: { requests: row.o_granted_r, events: row.o_granted_e },
+        second,
+        ...(row.o_ok ? {} : { limit: row.o_limit!, retryAfterMs: Math.max(0, row.o_retry_ms ?? 1000) }),
+        view,
+      };
+    } catch (error) {
+      // The authority is unreachable: fail open for this request rather than refuse every sender
+      // while the queue (the same database) decides whether the request can be stored at all.
+      this.#onError(error as Error);
+      return {
+        type: 'ecapi:rl-grant',
+        id: message.id,
+        ok: true,
+        granted: message.need,
+        second: Math.floor(Date.now() / 1000),
+        view: {
+          limits,
+          sustainedRemaining: sustainedCapacity(limits),
+          sustainedCapacity: sustainedCapacity(limits),
+          burstRemaining: limits.burstRps,
+          eventsRemaining: eventsCapacity(limits),
+          eventsCapacity: eventsCapacity(limits),
+          msToNextSecond: 1000 - (Date.now() % 1000),
+        },
+      };
+    }
+  }
+
+  send(message: LeaseRequest | LeaseReturn): void {
+    if (message.giveBack.length > 0) void this.#giveBack(message.giveBack);
+    if (message.type !== 'ecapi:rl-take') return;
+    void this.#take(message).then((reply) => {
+      for (const listener of this.#listeners) listener(reply);
+    });
+  }
+
+  onMessage(listener: (message: unknown) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+}

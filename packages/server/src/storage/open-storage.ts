@@ -1,0 +1,49 @@
+/**
+ * The only place that chooses the storage profile: with a database URL (`--database-url`, env
+ * ECAPI_DATABASE_URL) everything lives in PostgreSQL; without one, in the embedded SQLite files of
+ * the data dir, exactly as before.
+ */
+import type { Environment } from '../config.js';
+import { migrate, type MigrationResult } from './postgres/database.js';
+import { PostgresStorage } from './postgres-storage.js';
+import { SqliteStorage } from './sqlite-storage.js';
+import type { Storage } from './storage.js';
+
+export interface StorageOptions {
+  readonly dataDir: string;
+  readonly env: Environment;
+  /** postgres://… selects the PostgreSQL profile. */
+  readonly databaseUrl?: string | undefined;
+  /** Apply pending migrations first (default true; `serve` and `worker` rely on it). */
+  readonly migrate?: boolean;
+  /** Connections of the main pool (PostgreSQL). */
+  readonly poolSize?: number;
+}
+
+export function isDatabaseUrl(url: string | undefined): url is string {
+  return url !== undefined && url !== '' && /^postgres(ql)?:\/\//.test(url);
+}
+
+export function validateDatabaseUrl(url: string | undefined): void {
+  if (url !== undefined && url !== '' && !isDatabaseUrl(url)) {
+    throw new Error('invalid --database-url: expected postgres://user[:password]@host[:port]/database');
+  }
+}
+
+export async function openStorage(options: StorageOptions): Promise<Storage> {
+  validateDatabaseUrl(options.databaseUrl);
+  if (!isDatabaseUrl(options.databaseUrl)) {
+    const storage = new SqliteStorage(options.dataDir, options.env);
+    if (options.migrate ?? true) await storage.prepareFiles();
+    return storage;
+  }
+  if (options.migrate ?? true) await migrate(options.databaseUrl, options.env);
+  return new PostgresStorage(options.databaseUrl, options.dataDir, options.env, options.poolSize !== undefined ? { poolSize: options.poolSize } : {});
+}
+
+/** `ecapi-ingest migrate`: applies pending migrations; the embedded profile creates its schema on open. */
+export async function migrateStorage(options: StorageOptions): Promise<MigrationResult | null> {
+  validateDatabaseUrl(options.databaseUrl);
+  if (!isDatabaseUrl(options.databaseUrl)) return null;
+  return migrate(options.databaseUrl, options.env);
+}

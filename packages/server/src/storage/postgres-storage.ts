@@ -1,0 +1,142 @@
+/**
+ * The scale-out profile: everything in one PostgreSQL database (one schema per environment),
+ * shared by every `serve` node, every `worker` and the CLI on any machine. The data dir keeps only
+ * what is per machine: the master key (every node needs the same one: share the file or set
+ * ECAPI_MASTER_KEY) and the TLS material.
+ */
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import type { Environment } from '../config.js';
+import type { ControlPlane } from '../control/control-plane.js';
+import { loadMasterKey, SecretBox } from '../control/secret-box.js';
+import { PostgresControlPlane } from '../control/postgres-control-plane.js';
+import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
+import { PostgresEventQueue, readSegments } from '../queue/postgres-event-queue.js';
+import { PostgresIngestStatsStore, PostgresViewStore } from '../merged-view/postgres-view-store.js';
+import type { IngestStatsStore } from '../merged-view/view-store.js';
+import { lagOf } from '../consumer/sqlite-queue-source.js';
+import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
+import { DatabaseLeaseChannel } from '../rate-limit/database-lease-channel.js';
+import { LeasedRateLimiter } from '../rate-limit/leased-rate-limiter.js';
+import type { RateLimiter } from '../rate-limit/rate-limiter.js';
+import { createPool, redactUrl, type Pool } from './postgres/database.js';
+import { QUEUE_PARTITIONS } from './postgres/migrations.js';
+import { partitionConsumer } from './postgres/partitions.js';
+import { runPartitionedConsumer } from './postgres/partitioned-consumer.js';
+import type { ConsumerRunOptions, QueueReader, Storage } from './storage.js';
+
+export class PostgresStorage implements Storage {
+  readonly profile = 'postgres' as const;
+  readonly location: string;
+  readonly #url: string;
+  readonly #env: Environment;
+  readonly #dataDir: string;
+  readonly #pool: Pool;
+  #limitsPool: Pool | null = null;
+  #queuePool: Pool | null = null;
+  #control: ControlPlane | null = null;
+  #view: PostgresViewStore | null = null;
+  readonly #closables: { close(): Promise<void> | void }[] = [];
+
+  constructor(url: string, dataDir: string, env: Environment, options: { poolSize?: number } = {}) {
+    this.#url = url;
+    this.#env = env;
+    this.#dataDir = dataDir;
+    this.#pool = createPool(url, env, { max: options.poolSize ?? 6 });
+    this.location = `PostgreSQL ${redactUrl(url)} (schema ecapi_${env})`;
+  }
+
+  /** The queue's acknowledgement is only as durable as the server's settings make a COMMIT. */
+  async durabilityWarning(): Promise<string | null> {
+    const { rows } = await this.#pool.query<{ fsync: string; sc: string }>(
+      `SELECT current_setting('fsync') AS fsync, current_setting('synchronous_commit') AS sc`,
+    );
+    const { fsync, sc } = rows[0]!;
+    if (fsync !== 'on') return 'PostgreSQL runs with fsync=off: a 200/207 does NOT mean the events survive a crash';
+    if (sc === 'off') return 'PostgreSQL runs with synchronous_commit=off: a 200/207 may be answered before the events are flushed';
+    return null;
+  }
+
+  controlPlane(): ControlPlane {
+    return (this.#control ??= new PostgresControlPlane(this.#pool, new SecretBox(loadMasterKey(this.#dataDir))));
+  }
+
+  openQueue(observer?: QueueCommitObserver): EventQueue {
+    // Its own pool: a commit never waits for a connection behind other work of the process, and a
+    // commit blocked on a lock fails after lock_timeout (500, readiness false) instead of hanging,
+    // like the SQLite queue's busy timeout.
+    this.#queuePool ??= createPool(this.#url, this.#env, {
+      max: 2,
+      settings: { lock_timeout: '5s', statement_timeout: '30s' },
+      applicationName: 'ecapi-ingest queue',
+    });
+    const queue = new PostgresEventQueue(this.#queuePool, observer);
+    this.#closables.push(queue);
+    return queue;
+  }
+
+  queueReader(): QueueReader {
+    return {
+      read: (options) => readSegments(this.#pool, options),
+      lag: async (nowMs) => {
+        const offsets = await this.viewStore().offsets(`${VIEW_CONSUMER}/`);
+        const parts = Array.from({ length: QUEUE_PARTITIONS }, (_, p) => p);
+        const nexts = parts.map((p) => offsets.get(partitionConsumer(VIEW_CONSUMER, p)) ?? 1);
+        const { rows } = await this.#pool.query<{ last: number; lag: string; oldest: number | null; first_pending: number | null }>(
+          `WITH o AS (SELECT * FROM unnest($1::integer[], $2::bigint[]) AS o(part, next_seq)),
+                pending AS (SELECT q.first_seq, q.event_count, q.received_at, o.next_seq FROM queue_segments q JOIN o ON q.part = o.part
+                            WHERE q.first_seq + q.event_count > o.next_seq)
+           SELECT (SELECT next_seq - 1 FROM queue_head WHERE id = 1) AS last,
+                  COALESCE(SUM(first_seq + event_count - GREATEST(first_seq, next_seq)), 0) AS lag,
+                  MIN(received_at) AS oldest, MIN(GREATEST(first_seq, next_seq)) AS first_pending
+           FROM pending`,
+          [parts, nexts],
+        );
+        const row = rows[0]!;
+        const lagRecords = Number(row.lag);
+        const nextSeq = row.first_pending ?? row.last + 1;
+        const lag = lagOf(nextSeq, { lastSeq: row.last, receivedAt: row.oldest }, nowMs);
+        return { ...lag, lag_records: lagRecords };
+      },
+    };
+  }
+
+  viewStore(): PostgresViewStore {
+    return (this.#view ??= new PostgresViewStore(this.#pool));
+  }
+
+  ingestStats(): IngestStatsStore {
+    return new PostgresIngestStatsStore(this.#pool);
+  }
+
+  clusterRateLimiter(options: { onError?: (error: Error) => void } = {}): RateLimiter {
+    // Its own small pool: a lease refill never waits behind a queue commit, and its commits need
+    // no fsync (the table is UNLOGGED; synchronous_commit=off for these sessions).
+    this.#limitsPool ??= createPool(this.#url, this.#env, { max: 4, settings: { synchronous_commit: 'off' }, applicationName: 'ecapi-ingest limits' });
+    const limiter = new LeasedRateLimiter(new DatabaseLeaseChannel(this.#limitsPool, options));
+    this.#closables.push(limiter);
+    return limiter;
+  }
+
+  runConsumer(options: ConsumerRunOptions): Promise<void> {
+    return runPartitionedConsumer(this.#pool, this.viewStore(), {
+      ...options,
+      workerId: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+      env: this.#env,
+    });
+  }
+
+  #closed = false;
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const c of this.#closables.splice(0)) await c.close();
+    // Give-backs of closed rate limiters are in flight on the limits pool: let them finish.
+    await new Promise((resolve) => setTimeout(resolve, this.#limitsPool ? 50 : 0));
+    await this.#limitsPool?.end();
+    await this.#queuePool?.end();
+    await this.#pool.end();
+    this.#limitsPool = this.#queuePool = null;
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * The embedded profile: the existing SQLite classes, unchanged, behind the Storage interface.
+ * Files live under `<data-dir>/<env>/` exactly as before (config.ts).
+ */
+import { ingestStatsDbFile, queueDbFile, viewDbFile, controlDbFile, type Environment } from '../config.js';
+import type { ControlPlane } from '../control/control-plane.js';
+import { loadMasterKey, SecretBox } from '../control/secret-box.js';
+import { SqliteControlPlane } from '../control/sqlite-control-plane.js';
+import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
+import { SqliteEventQueue } from '../queue/sqlite-event-queue.js';
+import { openQueueDatabase, readRecords } from '../queue/sqlite-queue-store.js';
+import { SqliteIngestStatsStore, SqliteViewStore } from '../merged-view/sqlite-view-store.js';
+import type { IngestStatsStore } from '../merged-view/view-store.js';
+import { lagOf, SqliteQueueSource } from '../consumer/sqlite-queue-source.js';
+import { runConsumerLoop, VIEW_CONSUMER, ViewConsumer } from '../consumer/view-consumer.js';
+import type { ConsumerRunOptions, QueueReader, Storage } from './storage.js';
+
+export class SqliteStorage implements Storage {
+  readonly profile = 'sqlite' as const;
+  readonly location: string;
+  readonly #dataDir: string;
+  readonly #env: Environment;
+  #control: ControlPlane | null = null;
+  #view: SqliteViewStore | null = null;
+  #source: SqliteQueueSource | null = null;
+  readonly #closables: { close(): Promise<void> }[] = [];
+
+  constructor(dataDir: string, env: Environment) {
+    this.#dataDir = dataDir;
+    this.#env = env;
+    this.location = `embedded SQLite in ${dataDir}/${env}`;
+  }
+
+  /**
+   * Creates every SQLite file of the environment with its schema, in WAL mode, before any other
+   * process opens them. Under `serve --workers N` the workers and the consumer start at the same
+   * moment; two connections switching one brand-new file to WAL can fail with "database is locked"
+   * without ever consulting the busy handler, so the primary does it first, alone.
+   */
+  async prepareFiles(): Promise<void> {
+    this.controlPlane();
+    openQueueDatabase(queueDbFile(this.#dataDir, this.#env)).close();
+    this.viewStore();
+    await new SqliteIngestStatsStore(ingestStatsDbFile(this.#dataDir, this.#env)).close();
+  }
+
+  controlPlane(): ControlPlane {
+    return (this.#control ??= new SqliteControlPlane(controlDbFile(this.#dataDir, this.#env), new SecretBox(loadMasterKey(this.#dataDir))));
+  }
+
+  openQueue(observer?: QueueCommitObserver): EventQueue {
+    const queue = new SqliteEventQueue(queueDbFile(this.#dataDir, this.#env), observer);
+    this.#closables.push(queue);
+    return queue;
+  }
+
+  queueReader(): QueueReader {
+    const file = queueDbFile(this.#dataDir, this.#env);
+    return {
+      read: async (options) => {
+        // As `queue export` always did: opening creates the file and schema when missing.
+        const db = openQueueDatabase(file);
+        try {
+          return readRecords(db, options);
+        } finally {
+          db.close();
+        }
+      },
+      lag: async (nowMs) => {
+        const nextSeq = await this.viewStore().offset(VIEW_CONSUMER);
+        this.#source ??= new SqliteQueueSource(file);
+        return lagOf(nextSeq, this.#source.position(nextSeq), nowMs);
+      },
+    };
+  }
+
+  viewStore(): SqliteViewStore {
+    return (this.#view ??= new SqliteViewStore(viewDbFile(this.#dataDir, this.#env)));
+  }
+
+  ingestStats(options: { busyTimeoutMs?: number } = {}): IngestStatsStore {
+    const store = new SqliteIngestStatsStore(ingestStatsDbFile(this.#dataDir, this.#env), options);
+    this.#closables.push(store);
+    return store;
+  }
+
+  async durabilityWarning(): Promise<null> {
+    return null; // WAL with synchronous=FULL, set by the queue itself
+  }
+
+  clusterRateLimiter(): null {
+    return null;
+  }
+
+  async runConsumer(options: ConsumerRunOptions): Promise<void> {
+    const store = this.viewStore();
+    const source = new SqliteQueueSource(queueDbFile(this.#dataDir, this.#env));
+    const consumer = new ViewConsumer(store, source, { batchSize: options.batchSize, mergeWindowMs: options.mergeWindowMs });
+    options.logger.info({ env: this.#env, pid: process.pid, next_seq: await store.offset(VIEW_CONSUMER) }, 'consumer started');
+    try {
+      await runConsumerLoop(consumer, {
+        logger: options.logger,
+        stopped: options.stopped,
+        ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+        onTick: async () => {
+          await options.onTick?.();
+          await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
+        },
+      });
+    } finally {
+      await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: 0 }).catch(() => undefined);
+      await source.close();
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.#closables.splice(0)) await c.close();
+    await this.#source?.close();
+    await this.#view?.close();
+    await this.#control?.close();
+    this.#source = this.#view = this.#control = null;
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * One storage interface, two implementations: the embedded profile (SQLite files in the data dir,
+ * sqlite-storage.ts) and the scale-out profile (one PostgreSQL database shared by every node,
+ * postgres-storage.ts). `open-storage.ts` is the only place that chooses between them; everything
+ * else (service, node primary, consumer, CLI) sees this interface.
+ *
+ * Ownership: everything a Storage hands out belongs to it; `close()` closes what is still open,
+ * after the caller closed what it must flush first (the queue, the outcome recorder). Closing a
+ * handed-out object twice is harmless.
+ */
+import type { ControlPlane } from '../control/control-plane.js';
+import type { EventQueue, QueueCommitObserver, QueueRecord, ReadOptions } from '../queue/event-queue.js';
+import type { IngestStatsStore, ViewStore } from '../merged-view/view-store.js';
+import type { RateLimiter } from '../rate-limit/rate-limiter.js';
+import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
+import type { Logger } from '../observability/logger.js';
+
+export type StorageProfile = 'sqlite' | 'postgres';
+
+/** Reading the queue outside the request path: `queue export`, consumer lag. */
+export interface QueueReader {
+  read(options: ReadOptions): Promise<QueueRecord[]>;
+  /** The merged-view consumer's lag (all partitions together where the queue is partitioned). */
+  lag(nowMs: number): Promise<ConsumerLag>;
+}
+
+export interface ConsumerRunOptions {
+  readonly logger: Logger;
+  /** Resolves when the worker must stop; the batch in progress completes first. */
+  readonly stopped: Promise<void>;
+  readonly batchSize: number;
+  readonly pollMs?: number;
+  readonly mergeWindowMs: (dataSetId: string) => number;
+  /** Every few seconds: refresh merge windows and the like. */
+  readonly onTick?: () => Promise<void>;
+  /** Queue retention (ms): consumed records older than this may be deleted, where supported. */
+  readonly retentionMs?: number;
+}
+
+export interface Storage {
+  readonly profile: StorageProfile;
+  /** Where the data lives, for logs (never a password). */
+  readonly location: string;
+  controlPlane(): ControlPlane;
+  /** The durable queue of a serving process (one per process: it owns the group commit). */
+  openQueue(observer?: QueueCommitObserver): EventQueue;
+  queueReader(): QueueReader;
+  viewStore(): ViewStore;
+  /** Ingest outcome counters; `busyTimeoutMs` bounds how long a flush may wait on a serving process. */
+  ingestStats(options?: { busyTimeoutMs?: number }): IngestStatsStore;
+  /**
+   * A rate limiter whose authority is shared by every node of a cluster, or null when the
+   * authority is the node itself (a LocalRateLimiter, or the primary's over IPC).
+   */
+  clusterRateLimiter(options?: { onError?: (error: Error) => void }): RateLimiter | null;
+  /** A warning when the store would acknowledge commits that are not durable (fsync off…), else null. */
+  durabilityWarning(): Promise<string | null>;
+  /** Runs the merged-view consumer of this process until `stopped`. */
+  runConsumer(options: ConsumerRunOptions): Promise<void>;
+  close(): Promise<void>;
+}

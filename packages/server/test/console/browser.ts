@@ -1,0 +1,97 @@
+/**
+ * Headless Chromium for the console's end-to-end tests: Debian's `chromium` package driven by
+ * playwright-core (no browser download). Where /usr/bin/chromium is missing the tests fail in CI
+ * (CI set) and are skipped locally with a message.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chromium, type Browser, type Page } from 'playwright-core';
+
+export const CHROMIUM = process.env.ECAPI_CHROMIUM ?? '/usr/bin/chromium';
+/** packages/server/test-output/screenshots (test-output/ is ignored by git). */
+export const SCREENSHOTS = fileURLToPath(new URL('../../../test-output/screenshots/', import.meta.url));
+
+const inCi = Boolean(process.env.CI) && process.env.CI !== 'false' && process.env.CI !== '0';
+
+/** The `skip` option for the console tests: false when Chromium is there. */
+export function chromiumSkip(): false | string {
+  if (existsSync(CHROMIUM)) return false;
+  const message = `${CHROMIUM} not found: apt-get install -y chromium (.ci/run does this)`;
+  if (inCi) {
+    test('Chromium is installed for the console tests', () => assert.fail(message));
+    return false;
+  }
+  process.stderr.write(`console tests skipped: ${message}\n`);
+  return message;
+}
+
+export async function launchBrowser(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+/** A page that fails the test on any console error or failed request (a CDN reference would show here). */
+export async function openPage(browser: Browser): Promise<{ page: Page; problems: string[] }> {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 1000 }, locale: 'en-US', timezoneId: 'UTC' });
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && !/401 \(Unauthorized\)/.test(message.text())) problems.push(`console error: ${message.text()}`);
+  });
+  page.on('requestfailed', (request) => problems.push(`request failed: ${request.url()}`));
+  page.on('request', (request) => {
+    const url = new URL(request.url());
+    if (url.hostname !== '127.0.0.1') problems.push(`request to another origin: ${request.url()}`);
+  });
+  return { page, problems };
+}
+
+export async function screenshot(page: Page, name: string): Promise<string> {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  const file = join(SCREENSHOTS, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  return file;
+}
+
+/** Polls `check` until it returns a truthy value (or throws the last failure after `timeoutMs`). */
+export async function eventually<T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** The number shown on a card (`data-testid="card-<id>"`), or null for "–". */
+export async function cardNumber(page: Page, id: string): Promise<number | null> {
+  const text = (await page.locator(`[data-testid="card-${id}"] .value`).textContent({ timeout: 5000 })) ?? '';
+  const match = /-?[\d,]+(?:\.\d+)?/.exec(text);
+  return match ? Number(match[0].replace(/,/g, '')) : null;
+}
+
+/** Polls `get` until it returns `expected`; the failure names the last value seen. */
+export async function eventuallyEqual<T>(what: string, get: () => Promise<T>, expected: T, timeoutMs = 20_000): Promise<void> {
+  let last: T | undefined;
+  try {
+    await eventually(what, async () => {
+      last = await get();
+      return last === expected;
+    }, timeoutMs);
+  } catch {
+    assert.fail(`${what}: expected ${String(expected)}, last saw ${String(last)}`);
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * The acknowledgement follows the fsync: the server runs under strace, one request is sent, and
+ * the trace shows the WAL frames written (pwrite64), then the WAL synced (fsync/fdatasync of
+ * queue.db-wal, completed), and only then the first bytes of the response on the client's socket.
+ * docs/DURABILITY.md has the command and an annotated excerpt. Skips when strace is missing or
+ * ptrace is not permitted.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import { join } from 'node:path';
+import { signBody } from '@ecapi-ingest/protocol';
+import { BIN, exportQueue, provision, tempDataDir } from '../helpers/server-process.js';
+import { descendants, hasCommand } from '../helpers/fault-tools.js';
+import { sampleEvent } from '../helpers/https-client.js';
+
+function straceUsable(): boolean {
+  if (!hasCommand('strace')) return false;
+  try {
+    execFileSync('strace', ['-f', '-o', '/dev/null', 'true'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+const skip = straceUsable() ? false : 'strace is not installed or ptrace is not permitted';
+
+export const STRACE_SYSCALLS = 'fdatasync,fsync,pwrite64,write,writev,sendmsg,sendto';
+
+test('strace: the queue WAL is synced before the first response byte is written', { skip, timeout: 60_000 }, async () => {
+  const dataDir = tempDataDir('ecapi-strace-');
+  const creds = await provision(dataDir, ['traced']);
+  const traceFile = join(dataDir, 'strace.txt');
+  const child = spawn(
+    'strace',
+    ['-f', '-yy', '-tt', '-s', '32', '-e', `trace=${STRACE_SYSCALLS}`, '-o', traceFile,
+      process.execPath, BIN, '--data-dir', dataDir, 'serve', '--port', '0', '--admin-port', '0', '--no-demo', '--workers', '1', '--no-worker'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout!.setEncoding('utf8').on('data', (t: string) => (output += t));
+  child.stderr!.setEncoding('utf8').on('data', (t: string) => (output += t));
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`server did not start under strace:\n${output}`)), 30_000);
+      child.stdout!.on('data', () => {
+        const line = output.split('\n').find((l) => l.includes('"ecapi-ingest listening"'));
+        if (line) {
+          clearTimeout(timer);
+          resolve((JSON.parse(line) as { port: number }).port);
+        }
+      });
+    });
+    const ca = readFileSync(join(dataDir, 'tls', 'localhost-cert.pem'), 'utf8');
+    const event = sampleEvent('traced', { id: 'traced-1' });
+    const body = JSON.stringify(event);
+    const { status, text, localPort } = await new Promise<{ status: number; text: string; localPort: number }>((resolve, reject) => {
+      let localPort = 0;
+      const req = https.request(
+        {
+          host: '127.0.0.1', servername: 'localhost', port, ca, method: 'POST', path: '/v1/events', agent: false,
+          headers: {
+            'content-type': 'application/json', accept: 'application/json', 'content-length': Buffer.byteLength(body),
+            'x-service-key-id': creds.keyId, 'x-service-data-set': 'traced', 'x-service-signature': signBody(body, creds.secret),
+          },
+        },
+        (res) => {
+          let t = '';
+          res.setEncoding('utf8').on('data', (c: string) => (t += c));
+          res.on('end', () => resolve({ status: res.statusCode!, text: t, localPort }));
+        },
+      );
+      req.on('socket', (socket) => socket.once('connect', () => (localPort = socket.localPort!)));
+      req.on('error', reject);
+      req.end(body);
+    });
+    assert.equal(status, 200, text);
+    assert.ok(localPort > 0);
+    assert.equal((await exportQueue(dataDir)).filter((r) => r.event.id === 'traced-1').length, 1);
+
+    // Stop the traced server (strace itself relays no SIGTERM), then read the whole trace.
+    for (const pid of descendants(child.pid!).slice(0, 1)) process.kill(pid, 'SIGTERM');
+    const [code] = (await once(child, 'exit')) as [number | null];
+    assert.equal(code, 0, output);
+
+    const lines = readFileSync(traceFile, 'utf8').split('\n');
+    const toClient = new RegExp(`^\\d+\\s+\\S+ (write|writev|sendmsg|sendto)\\(\\d+<TCP:\\[[^\\]]*->127\\.0\\.0\\.1:${localPort}\\]>`);
+    const walWrite = /^\d+\s+\S+ pwrite64\(\d+<[^>]*queue\.db-wal>/;
+    const walSync = /^(\d+)\s+\S+ (fsync|fdatasync)\(\d+<[^>]*queue\.db-wal>(.*)$/;
+    const clientWrites = lines.flatMap((l, i) => (toClient.test(l) ? [i] : []));
+    assert.ok(clientWrites.length >= 2, 'the handshake and the response were traced');
+    // The request's frames: the first WAL write after the handshake began on this connection.
+    const frames = lines.findIndex((l, i) => i > clientWrites[0]! && walWrite.test(l));
+    assert.ok(frames > 0, 'the commit wrote WAL frames');
+    // The sync that completes after those frames ("= 0" on its line, or on its "resumed" line).
+    let synced = -1;
+    const unfinished = new Set<string>();
+    for (let i = frames + 1; i < lines.length && synced < 0; i++) {
+      const line = lines[i]!;
+      const sync = walSync.exec(line);
+      if (sync) {
+        if (/= 0$/.test(sync[3]!)) synced = i;
+        else if (sync[3]!.includes('<unfinished ...>')) unfinished.add(sync[1]!);
+        continue;
+      }
+      const resumed = /^(\d+)\s+\S+ <\.\.\. (fsync|fdatasync) resumed>.*= 0$/.exec(line);
+      if (resumed && unfinished.has(resumed[1]!)) synced = i;
+    }
+    assert.ok(synced > frames, 'the WAL was synced after the frames were written');
+    const response = clientWrites.find((i) => i > frames);
+    assert.ok(response !== undefined, 'the response was written');
+    assert.ok(synced < response, `the sync (trace line ${synced + 1}) precedes the response (trace line ${response + 1})`);
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) {
+      for (const pid of descendants(child.pid!)) process.kill(pid, 'SIGKILL');
+      child.kill('SIGKILL');
+    }
+  }
+});
