@@ -5,7 +5,7 @@
  * poll the version (one indexed read per node per second) and reload their snapshot when it
  * moved, so a change made anywhere reaches every node within about a second.
  */
-import { createSecretKey, randomBytes } from 'node:crypto';
+import { createSecretKey } from 'node:crypto';
 import { ControlPlaneError } from '../errors.js';
 import { DEFAULT_POLICY, type DataSetPolicy } from './data-set-policy.js';
 import { DEFAULT_LIMITS, validateLimits, type DataSetLimits } from '../rate-limit/data-set-limits.js';
@@ -21,6 +21,7 @@ import {
   type RotatedKey,
 } from './control-plane.js';
 import type { SecretBox } from './secret-box.js';
+import { newKeyId, newSecret, previousAad, secretAad } from './signing-key-material.js';
 import { inTransaction, type Pool, type PoolClient } from '../storage/postgres/database.js';
 
 interface KeyRow {
@@ -42,10 +43,6 @@ interface DataSetRow {
 
 type Queryable = Pick<PoolClient, 'query'>;
 
-const secretAad = (keyId: string) => `ecapi-ingest/signing-key/${keyId}/current`;
-const previousAad = (keyId: string) => `ecapi-ingest/signing-key/${keyId}/previous`;
-const newKeyId = () => `key_${randomBytes(10).toString('hex')}`;
-const newSecret = () => `sk_${randomBytes(32).toString('base64url')}`;
 
 function recordOf(row: DataSetRow): DataSetRecord {
   return {

@@ -6,7 +6,7 @@
  * server's poll read while the CLI writes, and busy_timeout rides over short write locks.
  */
 import Database from 'better-sqlite3';
-import { createSecretKey, randomBytes } from 'node:crypto';
+import { createSecretKey } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ControlPlaneError } from '../errors.js';
@@ -24,6 +24,7 @@ import {
   type RotatedKey,
 } from './control-plane.js';
 import type { SecretBox } from './secret-box.js';
+import { newKeyId, newSecret, previousAad, secretAad } from './signing-key-material.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS control_meta (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
@@ -61,16 +62,7 @@ interface KeyRow {
   revoked_at: number | null;
 }
 
-const secretAad = (keyId: string) => `ecapi-ingest/signing-key/${keyId}/current`;
-const previousAad = (keyId: string) => `ecapi-ingest/signing-key/${keyId}/previous`;
 
-function newKeyId(): string {
-  return `key_${randomBytes(10).toString('hex')}`;
-}
-
-function newSecret(): string {
-  return `sk_${randomBytes(32).toString('base64url')}`;
-}
 
 export class SqliteControlPlane implements ControlPlane {
   readonly #db: Database.Database;

@@ -16,7 +16,7 @@
  */
 import { QueueUnavailableError } from '../errors.js';
 import type { AppendReceipt, EventQueue, QueueAppend, QueueCommitObserver, QueueHealth, QueueRecord, ReadOptions } from './event-queue.js';
-import { segmentEvents } from './sqlite-queue-store.js';
+import { appendSegmentRecords, segmentEvents } from './segment-records.js';
 import { partitionOf } from '../storage/postgres/partitions.js';
 import type { Pool } from '../storage/postgres/database.js';
 
@@ -243,23 +243,7 @@ export async function readSegments(
       after = row.first_seq;
       if (row.first_seq + row.event_count <= options.fromSeq) continue;
       const events = segmentEvents(row.raw ? Buffer.from(row.events, 'utf8') : row.events);
-      const metas = row.metas === null ? null : (JSON.parse(row.metas) as (QueueRecord['meta'] | null)[]);
-      for (let i = 0; i < events.length; i++) {
-        const seq = row.first_seq + i;
-        if (seq < options.fromSeq) continue;
-        const meta = metas?.[i];
-        records.push({
-          seq,
-          received_at: row.received_at,
-          data_set_id: row.data_set_id,
-          key_id: row.key_id,
-          request_id: row.request_id,
-          policy_version: row.policy_version,
-          event: events[i]!,
-          ...(meta ? { meta } : {}),
-        });
-        if (records.length >= options.limit) return records;
-      }
+      if (appendSegmentRecords(records, row, events, row.metas, options.fromSeq, options.limit)) return records;
     }
     if (page.rows.length < pageRows) return records;
   }

@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { QueueRecord, ReadOptions } from './event-queue.js';
+import { appendSegmentRecords, segmentEvents } from './segment-records.js';
 
 export const QUEUE_SCHEMA = `
 CREATE TABLE IF NOT EXISTS queue_segments (
@@ -40,14 +41,8 @@ export interface SegmentRow {
   metas: string | null;
 }
 
-const hasOwn = Object.prototype.hasOwnProperty;
-
-/** The events of a segment, whichever form it was stored in. */
-export function segmentEvents(stored: string | Buffer): Record<string, unknown>[] {
-  if (typeof stored === 'string') return JSON.parse(stored) as Record<string, unknown>[];
-  const body = JSON.parse(stored.toString('utf8')) as Record<string, unknown>;
-  return hasOwn.call(body, 'events') ? (body.events as Record<string, unknown>[]) : [body];
-}
+/** Where readers of this module used to find it; the shared code is in segment-records.ts. */
+export { segmentEvents };
 
 export function openQueueDatabase(file: string, options: { readonly?: boolean } = {}): Database.Database {
   if (!options.readonly) mkdirSync(dirname(file), { recursive: true });
@@ -82,27 +77,8 @@ export function readRecords(db: Database.Database, options: ReadOptions): QueueR
       : db.prepare('SELECT * FROM queue_segments WHERE first_seq >= ? AND data_set_id = ? ORDER BY first_seq').iterate(start.s, options.dataSetId)
   ) as IterableIterator<SegmentRow>;
   for (const row of rows) {
-    const events = segmentEvents(row.events);
-    const metas = row.metas === null ? null : (JSON.parse(row.metas) as (QueueRecord['meta'] | null)[]);
-    for (let i = 0; i < events.length; i++) {
-      const seq = row.first_seq + i;
-      if (seq < options.fromSeq) continue;
-      const meta = metas?.[i];
-      records.push({
-        seq,
-        received_at: row.received_at,
-        data_set_id: row.data_set_id,
-        key_id: row.key_id,
-        request_id: row.request_id,
-        policy_version: row.policy_version,
-        event: events[i]!,
-        ...(meta ? { meta } : {}),
-      });
-      if (records.length >= options.limit) {
-        // Leaving the loop early closes the statement's iterator (its `return` runs).
-        return records;
-      }
-    }
+    // Leaving the loop early closes the statement's iterator (its `return` runs).
+    if (appendSegmentRecords(records, row, segmentEvents(row.events), row.metas, options.fromSeq, options.limit)) return records;
   }
   return records;
 }

@@ -1,0 +1,56 @@
+/**
+ * The storage-independent half of reading the queue: a stored segment (one accepted request)
+ * expanded into one QueueRecord per event. Both stores keep the same segment layout (see DESIGN.md),
+ * so they share this code and cannot drift apart in what a record looks like.
+ */
+import type { QueueRecord } from './event-queue.js';
+
+const hasOwn = Object.prototype.hasOwnProperty;
+
+/** The events of a segment: a JSON array (string), or the request body as received (bytes). */
+export function segmentEvents(stored: string | Buffer): Record<string, unknown>[] {
+  if (typeof stored === 'string') return JSON.parse(stored) as Record<string, unknown>[];
+  const body = JSON.parse(stored.toString('utf8')) as Record<string, unknown>;
+  return hasOwn.call(body, 'events') ? (body.events as Record<string, unknown>[]) : [body];
+}
+
+export interface SegmentHeader {
+  readonly first_seq: number;
+  readonly received_at: number;
+  readonly data_set_id: string;
+  readonly key_id: string;
+  readonly request_id: string;
+  readonly policy_version: number;
+}
+
+/**
+ * Appends the records of one segment with a sequence number of at least `fromSeq` to `records`.
+ * Returns true as soon as `records` holds `limit` records (the caller stops reading).
+ */
+export function appendSegmentRecords(
+  records: QueueRecord[],
+  segment: SegmentHeader,
+  events: readonly Record<string, unknown>[],
+  metasJson: string | null,
+  fromSeq: number,
+  limit: number,
+): boolean {
+  const metas = metasJson === null ? null : (JSON.parse(metasJson) as (QueueRecord['meta'] | null)[]);
+  for (let i = 0; i < events.length; i++) {
+    const seq = segment.first_seq + i;
+    if (seq < fromSeq) continue;
+    const meta = metas?.[i];
+    records.push({
+      seq,
+      received_at: segment.received_at,
+      data_set_id: segment.data_set_id,
+      key_id: segment.key_id,
+      request_id: segment.request_id,
+      policy_version: segment.policy_version,
+      event: events[i]!,
+      ...(meta ? { meta } : {}),
+    });
+    if (records.length >= limit) return true;
+  }
+  return false;
+}
