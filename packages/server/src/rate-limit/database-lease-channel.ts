@@ -104,11 +104,18 @@ export class DatabaseLeaseChannel implements IpcChannel {
   }
 
   send(message: LeaseRequest | LeaseReturn): void {
-    if (message.giveBack.length > 0) void this.#giveBack(message.giveBack);
+    // Tokens given back must be in the bucket before the take that follows them: run on separate
+    // pool connections, the take could otherwise commit first and be refused for tokens that were
+    // on their way back (a 1,000-event batch refused under a 1,000 events/s limit, because the
+    // request step's lease still held 10 of them).
+    const returned = message.giveBack.length > 0 ? this.#giveBack(message.giveBack) : Promise.resolve();
     if (message.type !== 'ecapi:rl-take') return;
-    void this.#take(message).then((reply) => {
-      for (const listener of this.#listeners) listener(reply);
-    });
+    void returned
+      .catch(() => undefined)
+      .then(() => this.#take(message))
+      .then((reply) => {
+        for (const listener of this.#listeners) listener(reply);
+      });
   }
 
   onMessage(listener: (message: unknown) => void): () => void {
