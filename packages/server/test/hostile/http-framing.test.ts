@@ -106,7 +106,12 @@ describe('framing', () => {
     for (let i = 0; i < 64 && !raw.isClosed(); i++) await raw.write(`x${i}=${'a'.repeat(16 * 1024)};`);
     await raw.write(`\r\n${b}\r\n0\r\n\r\n`);
     await raw.closed;
-    assert.match(raw.received(), /^HTTP\/1\.1 413 Payload Too Large\r\n/);
+    const reply = raw.received();
+    assert.doesNotMatch(reply, /^HTTP\/1\.1 2/);
+    // Node answers 413 and closes. The client here is still writing, and closing a socket with unread
+    // input makes the kernel reset the connection, which can discard the 413 before the client reads
+    // it: an empty reply is the same refusal. Whatever arrived must be the 413.
+    if (reply !== '') assert.match(reply, /^HTTP\/1\.1 413 Payload Too Large\r\n/);
     await assertStillServing();
   });
 
