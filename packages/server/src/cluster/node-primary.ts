@@ -85,6 +85,12 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
         startupFailure?.(new Error(`a worker exited (code ${code}, signal ${signal}) before listening; see its error above`));
         return;
       }
+      if (code === 0) {
+        // A clean exit is a worker that was told to stop (a service manager signalling the whole
+        // process group, say): replacing it would fight the shutdown.
+        logger.info({ pid: worker.process.pid }, 'worker stopped');
+        return;
+      }
       logger.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting a replacement');
       fork();
     });
