@@ -23,52 +23,8 @@ import {
   type ViewTransaction,
 } from './view-store.js';
 import { inTransaction, type Pool, type PoolClient } from '../storage/postgres/database.js';
+import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 
-interface RecordRow {
-  data_set_id: string;
-  record_key: string;
-  event_id: string | null;
-  first_seq: number;
-  last_seq: number;
-  first_received_at: number;
-  last_received_at: number;
-  merged_count: number;
-  identity_key: string | null;
-  measurement_only: boolean;
-  event: string;
-}
-
-interface NodeRow {
-  data_set_id: string;
-  identity_key: string;
-  parent: string | null;
-  created_seq: number;
-  event_count: number;
-  identifier_count: number;
-}
-
-const recordOf = (row: RecordRow): MergedRecord => ({
-  dataSetId: row.data_set_id,
-  recordKey: row.record_key,
-  eventId: row.event_id,
-  firstSeq: row.first_seq,
-  lastSeq: row.last_seq,
-  firstReceivedAt: row.first_received_at,
-  lastReceivedAt: row.last_received_at,
-  mergedCount: row.merged_count,
-  identityKey: row.identity_key,
-  measurementOnly: row.measurement_only,
-  event: JSON.parse(row.event) as JsonObject,
-});
-
-const nodeOf = (row: NodeRow): IdentityNode => ({
-  dataSetId: row.data_set_id,
-  identityKey: row.identity_key,
-  parent: row.parent,
-  createdSeq: row.created_seq,
-  eventCount: row.event_count,
-  identifierCount: row.identifier_count,
-});
 
 const counterRows = (rows: { hour: number; name: string; n: number }[]): CounterRow[] =>
   rows.map((r) => ({ hour: Number(r.hour), name: r.name, n: Number(r.n) }));
@@ -89,7 +45,7 @@ function transactionOn(db: PoolClient): ViewTransaction {
     async loadRecords(refs) {
       const out = new Map<string, MergedRecord>();
       if (refs.length === 0) return out;
-      const { rows } = await db.query<RecordRow>(
+      const { rows } = await db.query<SharedRecordRow>(
         `SELECT r.* FROM view_records r JOIN unnest($1::text[], $2::text[]) AS k(ds, rk) ON r.data_set_id = k.ds AND r.record_key = k.rk`,
         [refs.map((r) => r.dataSetId), refs.map((r) => r.recordKey)],
       );
@@ -224,7 +180,7 @@ export class PostgresViewStore implements ViewStore {
   }
 
   async getRecord(dataSetId: string, recordKey: string): Promise<MergedRecord | null> {
-    const { rows } = await this.#pool.query<RecordRow>('SELECT * FROM view_records WHERE data_set_id = $1 AND record_key = $2', [dataSetId, recordKey]);
+    const { rows } = await this.#pool.query<SharedRecordRow>('SELECT * FROM view_records WHERE data_set_id = $1 AND record_key = $2', [dataSetId, recordKey]);
     return rows[0] ? recordOf(rows[0]) : null;
   }
 
@@ -264,7 +220,7 @@ export class PostgresViewStore implements ViewStore {
   async exportRecords(dataSetId: string, sinceMs: number, onPage: (records: MergedRecord[]) => void | Promise<void>): Promise<void> {
     let after = -1;
     for (;;) {
-      const { rows } = await this.#pool.query<RecordRow>(
+      const { rows } = await this.#pool.query<SharedRecordRow>(
         'SELECT * FROM view_records WHERE data_set_id = $1 AND first_seq > $2 AND last_received_at >= $3 ORDER BY first_seq LIMIT 1000',
         [dataSetId, after, sinceMs],
       );

@@ -30,6 +30,7 @@ import {
   type ViewStore,
   type ViewTransaction,
 } from './view-store.js';
+import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 
 export const VIEW_SCHEMA = `
 CREATE TABLE IF NOT EXISTS view_records (
@@ -101,52 +102,10 @@ function openDatabase(file: string, schema: string, options: { readonly?: boolea
   return db;
 }
 
-interface RecordRow {
-  data_set_id: string;
-  record_key: string;
-  event_id: string | null;
-  first_seq: number;
-  last_seq: number;
-  first_received_at: number;
-  last_received_at: number;
-  merged_count: number;
-  identity_key: string | null;
-  measurement_only: number;
-  event: string;
+interface RecordRow extends SharedRecordRow {
   rowid?: number;
 }
 
-interface NodeRow {
-  data_set_id: string;
-  identity_key: string;
-  parent: string | null;
-  created_seq: number;
-  event_count: number;
-  identifier_count: number;
-}
-
-const recordOf = (row: RecordRow): MergedRecord => ({
-  dataSetId: row.data_set_id,
-  recordKey: row.record_key,
-  eventId: row.event_id,
-  firstSeq: row.first_seq,
-  lastSeq: row.last_seq,
-  firstReceivedAt: row.first_received_at,
-  lastReceivedAt: row.last_received_at,
-  mergedCount: row.merged_count,
-  identityKey: row.identity_key,
-  measurementOnly: row.measurement_only === 1,
-  event: JSON.parse(row.event) as JsonObject,
-});
-
-const nodeOf = (row: NodeRow): IdentityNode => ({
-  dataSetId: row.data_set_id,
-  identityKey: row.identity_key,
-  parent: row.parent,
-  createdSeq: row.created_seq,
-  eventCount: row.event_count,
-  identifierCount: row.identifier_count,
-});
 
 export class SqliteViewStore implements ViewStore {
   readonly #db: Database.Database;
