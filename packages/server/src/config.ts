@@ -35,6 +35,8 @@ export interface ServeConfig {
   readonly headersTimeoutMs?: number;
   readonly requestTimeoutMs?: number;
   readonly keepAliveTimeoutMs?: number;
+  /** Request-body bytes one serving process holds at once (http/body-budget.ts). */
+  readonly bodyBudgetBytes?: number;
   readonly logLevel?: string;
   /** Serving processes; 1 runs everything in this process. */
   readonly workers: number;

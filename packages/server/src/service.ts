@@ -109,6 +109,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       headersTimeoutMs: config.headersTimeoutMs,
       requestTimeoutMs: config.requestTimeoutMs,
       keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+      ...(config.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: config.bodyBudgetBytes } : {}),
     },
     {
       credentials: () => credentials.current(),

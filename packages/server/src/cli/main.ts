@@ -167,11 +167,12 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .option('--headers-timeout <duration>', 'a request\'s headers must arrive within this', '10s')
     .option('--request-timeout <duration>', 'a whole request (headers and body) must arrive within this', '30s')
     .option('--keep-alive-timeout <duration>', 'idle connections are closed after this', '65s')
+    .option('--body-buffer <MiB>', 'request-body bytes one serving process holds at once; later bodies wait unread', '16')
     .action(async (opts: {
       host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string;
       demo: boolean; worker: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string; workers?: string;
       failedAuthRps: string; failedAuthBurst: string; rateLimit: boolean;
-      headersTimeout: string; requestTimeout: string; keepAliveTimeout: string;
+      headersTimeout: string; requestTimeout: string; keepAliveTimeout: string; bodyBuffer: string;
     }) => {
       if (cluster.isWorker) {
         // A forked worker of `serve --workers N`: the primary passed the resolved configuration.
@@ -215,6 +216,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         headersTimeoutMs: parseDurationMs(opts.headersTimeout),
         requestTimeoutMs: parseDurationMs(opts.requestTimeout),
         keepAliveTimeoutMs: parseDurationMs(opts.keepAliveTimeout),
+        bodyBudgetBytes: Math.round(parsePositive(opts.bodyBuffer) * 1024 * 1024),
       };
       const service = config.workers > 1 ? await runPrimary(config) : await startService(config);
       if (service.demoKey) {

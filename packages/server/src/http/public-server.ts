@@ -24,6 +24,7 @@ import type { ServiceMetrics } from '../observability/service-metrics.js';
 import { requestError } from '../errors.js';
 import { gatewayAnswer, pathOf } from './gateway.js';
 import type { FailedAuthShedder } from '../rate-limit/failed-auth-shedder.js';
+import { BodyBudget, CHUNKED_RESERVATION, type BodyReservation } from './body-budget.js';
 import { handleEventsRequest, requestErrorOutcome, type EventsOutcome, type EventsRequestDeps } from './events-request.js';
 
 export interface PublicServerConfig {
@@ -32,6 +33,8 @@ export interface PublicServerConfig {
   readonly headersTimeoutMs?: number;
   readonly requestTimeoutMs?: number;
   readonly keepAliveTimeoutMs?: number;
+  /** Request-body bytes this process holds at once (body-budget.ts); default 16 MiB. */
+  readonly bodyBudgetBytes?: number;
 }
 
 export interface PublicServerDeps extends EventsRequestDeps {
@@ -39,6 +42,9 @@ export interface PublicServerDeps extends EventsRequestDeps {
   readonly metrics: ServiceMetrics;
   readonly failedAuth: FailedAuthShedder;
 }
+
+/** Bodies declared at least this large are read into one preallocated buffer. */
+const PREALLOCATE_FROM = 16 * 1024;
 
 type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
@@ -109,6 +115,8 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   // A TLS client that connects and never completes the handshake is dropped.
   (server as unknown as { handshakeTimeout?: number }).handshakeTimeout = headersTimeoutMs;
 
+  const bodyBudget = new BodyBudget(config.bodyBudgetBytes);
+  deps.metrics.watchBodyBudget(bodyBudget);
   const sockets = new Set<Socket>();
   const active = new Map<Socket, number>();
   let shuttingDown = false;
@@ -201,11 +209,10 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
       return;
     }
 
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let done = false;
     // HTTP/1.1 bodies are bounded by the server's requestTimeout (swept every second); HTTP/2
-    // streams have no such timeout in Node, so each gets its own deadline.
+    // streams have no such timeout in Node, so each gets its own deadline. Either covers the time
+    // spent waiting for the body budget too.
+    let done = false;
     const deadline =
       'stream' in req
         ? setTimeout(() => {
@@ -213,39 +220,73 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
             req.stream.close(h2.NGHTTP2_CANCEL);
           }, requestTimeoutMs)
         : undefined;
-    const stop = () => {
-      done = true;
-      if (deadline) clearTimeout(deadline);
-      req.removeAllListeners('data');
-    };
-    req.on('data', (chunk: Buffer) => {
-      if (done) return;
-      size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
+    const readBody = (budget: BodyReservation): void => {
+      // A large body with a known length is copied straight into one buffer of its own: the
+      // socket's chunks die young instead of living until a final concat (which would hold the
+      // body twice), and the buffer can later be transferred to the queue's writer without a copy.
+      let whole = reserved >= PREALLOCATE_FROM && declared !== undefined ? Buffer.allocUnsafeSlow(reserved) : null;
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const stop = () => {
+        done = true;
+        if (deadline) clearTimeout(deadline);
+        req.removeAllListeners('data');
+      };
+      req.on('data', (chunk: Buffer) => {
+        if (done) return;
+        size += chunk.length;
+        if (size > MAX_BODY_BYTES) {
+          stop();
+          req.pause();
+          tooLarge();
+          return;
+        }
+        if (size > reserved) budget.grow(Math.min(chunk.length, size - reserved));
+        if (whole && size <= whole.length) {
+          chunk.copy(whole, size - chunk.length);
+          return;
+        }
+        if (whole) {
+          // More than Content-Length said (HTTP/1.1's parser never allows it): keep what came as chunks.
+          chunks.push(whole.subarray(0, size - chunk.length));
+          whole = null;
+        }
+        chunks.push(chunk);
+      });
+      req.on('error', () => stop());
+      req.on('end', () => {
+        if (done) return;
         stop();
-        req.pause();
-        tooLarge();
-        return;
-      }
-      chunks.push(chunk);
+        // HTTP/2: a stream reset or a lost connection ends the request too, with a truncated body.
+        if ('stream' in req && req.stream.destroyed) return;
+        const body = whole ? whole.subarray(0, size) : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+        handleEventsRequest(deps, req.headers, body, requestId).then(
+          (outcome) => {
+            if (outcome.status === 401) deps.failedAuth.recordFailure(address);
+            finish(req, res, requestId, started, outcome);
+          },
+          (error: unknown) => {
+            deps.logger.error({ request_id: requestId, err: { type: (error as Error)?.name, message: (error as Error)?.message } }, 'request failed');
+            finish(req, res, requestId, started, requestErrorOutcome(requestError('BACKEND_UNAVAILABLE')));
+          },
+        );
+      });
+    };
+
+    // Not read until the body budget has room: until then the bytes wait in the socket (see body-budget.ts).
+    let reservation: BodyReservation | null = null;
+    let closed = false;
+    const reserved = declared !== undefined && Number.isFinite(Number(declared)) ? Number(declared) : CHUNKED_RESERVATION;
+    const withdraw = bodyBudget.reserve(reserved, (granted) => {
+      reservation = granted;
+      if (closed) granted.release();
+      else readBody(granted);
     });
-    req.on('error', () => stop());
-    req.on('end', () => {
-      if (done) return;
-      stop();
-      // HTTP/2: a stream reset or a lost connection ends the request too, with a truncated body.
-      if ('stream' in req && req.stream.destroyed) return;
-      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
-      handleEventsRequest(deps, req.headers, body, requestId).then(
-        (outcome) => {
-          if (outcome.status === 401) deps.failedAuth.recordFailure(address);
-          finish(req, res, requestId, started, outcome);
-        },
-        (error: unknown) => {
-          deps.logger.error({ request_id: requestId, err: { type: (error as Error)?.name, message: (error as Error)?.message } }, 'request failed');
-          finish(req, res, requestId, started, requestErrorOutcome(requestError('BACKEND_UNAVAILABLE')));
-        },
-      );
+    res.on('close', () => {
+      closed = true;
+      if (deadline) clearTimeout(deadline);
+      withdraw();
+      reservation?.release();
     });
   });
 

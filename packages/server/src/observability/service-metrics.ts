@@ -97,6 +97,26 @@ export class ServiceMetrics implements QueueCommitObserver {
     aggregator: 'min',
   });
 
+  /** Body bytes in flight and requests waiting for room (body-budget.ts), read at scrape time. */
+  watchBodyBudget(budget: { readonly inFlight: number; readonly waiting: number }): void {
+    new Gauge({
+      name: 'ecapi_request_body_bytes_in_flight',
+      help: 'Request-body bytes held by this process (reserved from the body budget)',
+      registers: [this.registry],
+      collect() {
+        this.set(budget.inFlight);
+      },
+    });
+    new Gauge({
+      name: 'ecapi_requests_waiting_for_body_budget',
+      help: 'Requests whose body is not read yet because the body budget is full',
+      registers: [this.registry],
+      collect() {
+        this.set(budget.waiting);
+      },
+    });
+  }
+
   readonly #requestsByStatus = new Map<number, { inc(): void }>();
 
   /** Counts one answered request; label children are cached (label hashing per request adds up). */

@@ -76,6 +76,7 @@ export class SqliteEventQueue implements EventQueue {
   #drained: (() => void) | null = null;
   #probeTimer: NodeJS.Timeout | null = null;
   #probing = false;
+  #onWriterClosed: (() => void) | null = null;
   readonly #checkpointer: Worker;
 
   constructor(file: string, observer?: QueueCommitObserver) {
@@ -96,13 +97,17 @@ export class SqliteEventQueue implements EventQueue {
     const worker = new Worker(new URL('./sqlite-queue-writer-thread.js', import.meta.url), {
       workerData: { file: this.#file },
     });
-    worker.on('message', (message: WriterReply | { ready: true }) => {
-      if ('ready' in message) return;
-      this.#onReply(message);
+    worker.on('message', (message: WriterReply | { ready: true } | { closed: true }) => {
+      if ('closed' in message) this.#onWriterClosed?.();
+      else if (!('ready' in message)) this.#onReply(message);
     });
-    worker.on('error', (error) => this.#onWorkerDeath(error));
+    worker.on('error', (error) => {
+      if (this.#closed) this.#onWriterClosed?.();
+      else this.#onWorkerDeath(error);
+    });
     worker.on('exit', (code) => {
-      if (!this.#closed) this.#onWorkerDeath(new Error(`queue writer thread exited with code ${code}`));
+      if (this.#closed) this.#onWriterClosed?.();
+      else this.#onWorkerDeath(new Error(`queue writer thread exited with code ${code}`));
     });
     return worker;
   }
@@ -229,6 +234,13 @@ export class SqliteEventQueue implements EventQueue {
     if (this.#pending.size > 0) await new Promise<void>((resolve) => (this.#drained = resolve));
     this.#closed = true;
     if (this.#probeTimer) clearInterval(this.#probeTimer);
+    // Let the writer close its files (the body log's descriptors outlive a terminated thread).
+    // Not removeAllListeners() first: that also drops the Worker's own listeners that keep its
+    // port referenced, and the answer would never arrive.
+    await new Promise<void>((resolve) => {
+      this.#onWriterClosed = resolve;
+      this.#worker.postMessage({ close: true });
+    });
     this.#worker.removeAllListeners();
     await this.#worker.terminate();
     await new Promise<void>((resolve) => {

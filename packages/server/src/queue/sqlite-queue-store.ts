@@ -11,6 +11,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { QueueRecord, ReadOptions } from './event-queue.js';
 import { appendSegmentRecords, segmentEvents } from './segment-records.js';
+import { bodyLogDir, readLoggedBody } from './sqlite-body-log.js';
 
 export const QUEUE_SCHEMA = `
 CREATE TABLE IF NOT EXISTS queue_segments (
@@ -24,10 +25,18 @@ CREATE TABLE IF NOT EXISTS queue_segments (
   events TEXT NOT NULL,
   metas TEXT
 );
+CREATE TABLE IF NOT EXISTS queue_log_head (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  file_no INTEGER NOT NULL,
+  end_offset INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO queue_log_head (id, file_no, end_offset) VALUES (1, 1, 0);
 `;
 // \`events\` holds either a JSON array of the accepted events (storage class TEXT), or, when a
 // request's events were all accepted exactly as sent, the request body itself (storage class BLOB:
 // a bare event or an {"events": [...]} wrapper). Declared affinity never converts a BLOB.
+// A large request body lives in the body log instead (sqlite-body-log.ts): \`body_file\` is then
+// set, \`events\` is an empty BLOB, and (body_file, body_offset, body_length) says where the bytes are.
 
 export interface SegmentRow {
   first_seq: number;
@@ -39,6 +48,26 @@ export interface SegmentRow {
   policy_version: number;
   events: string | Buffer;
   metas: string | null;
+  body_file?: number | null;
+  body_offset?: number | null;
+  body_length?: number | null;
+}
+
+/** The stored events of a row: inline, or read from the body log. */
+function rowEvents(row: SegmentRow, logDir: string): string | Buffer {
+  // Not a number: NULL, or a file that no writer has opened since the columns were added.
+  if (typeof row.body_file !== 'number') return row.events;
+  return readLoggedBody(logDir, { fileNo: row.body_file, offset: row.body_offset!, length: row.body_length! });
+}
+
+/** The body log's columns (nullable: rows stored inline leave them NULL), on new and older files alike. */
+function addBodyLogColumns(db: Database.Database): void {
+  const hasColumns = () => (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('queue_segments') as string[]).includes('body_file');
+  if (hasColumns()) return;
+  db.transaction(() => {
+    if (hasColumns()) return; // another process added them while this one waited for the lock
+    for (const column of ['body_file', 'body_offset', 'body_length']) db.exec(`ALTER TABLE queue_segments ADD COLUMN ${column} INTEGER`);
+  }).immediate();
 }
 
 /** Where readers of this module used to find it; the shared code is in segment-records.ts. */
@@ -55,6 +84,7 @@ export function openQueueDatabase(file: string, options: { readonly?: boolean } 
     // FULL: every commit syncs the WAL, so a committed segment survives power loss, not only a crash.
     db.pragma('synchronous = FULL');
     db.exec(QUEUE_SCHEMA);
+    addBodyLogColumns(db);
   }
   return db;
 }
@@ -76,9 +106,10 @@ export function readRecords(db: Database.Database, options: ReadOptions): QueueR
       ? db.prepare('SELECT * FROM queue_segments WHERE first_seq >= ? ORDER BY first_seq').iterate(start.s)
       : db.prepare('SELECT * FROM queue_segments WHERE first_seq >= ? AND data_set_id = ? ORDER BY first_seq').iterate(start.s, options.dataSetId)
   ) as IterableIterator<SegmentRow>;
+  const logDir = bodyLogDir(db.name);
   for (const row of rows) {
     // Leaving the loop early closes the statement's iterator (its `return` runs).
-    if (appendSegmentRecords(records, row, segmentEvents(row.events), row.metas, options.fromSeq, options.limit)) return records;
+    if (appendSegmentRecords(records, row, segmentEvents(rowEvents(row, logDir)), row.metas, options.fromSeq, options.limit)) return records;
   }
   return records;
 }

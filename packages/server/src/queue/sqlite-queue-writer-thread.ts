@@ -14,22 +14,45 @@
  */
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { openQueueDatabase } from './sqlite-queue-store.js';
+import { BODY_LOG_MIN_BYTES, BodyLogWriter, bodyLogDir, type BodyLocation } from './sqlite-body-log.js';
 import type { WriterReply, WriterRequest } from './sqlite-queue-writer-protocol.js';
 
 /** Upper bound of events per commit, so one group never holds an unbounded transaction. */
 const MAX_EVENTS_PER_COMMIT = 20_000;
 
 const port = parentPort!;
-const db = openQueueDatabase((workerData as { file: string }).file);
+const file = (workerData as { file: string }).file;
+const db = openQueueDatabase(file);
+const bodyLog = new BodyLogWriter(bodyLogDir(file));
 // Checkpoints run on their own thread (sqlite-queue-checkpointer-thread.ts), never inside a commit.
 db.pragma('wal_autocheckpoint = 0');
 const nextSeq = db.prepare('SELECT first_seq + event_count AS next FROM queue_segments ORDER BY first_seq DESC LIMIT 1');
 const insert = db.prepare(
-  `INSERT INTO queue_segments (first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, events, metas)
-   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  `INSERT INTO queue_segments (first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, events, metas, body_file, body_offset, body_length)
+   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 );
+const logHead = db.prepare('SELECT file_no AS fileNo, end_offset AS endOffset FROM queue_log_head WHERE id = 1');
+const setLogHead = db.prepare('UPDATE queue_log_head SET file_no = ?, end_offset = ? WHERE id = 1');
 const begin = db.prepare('BEGIN IMMEDIATE');
 const commit = db.prepare('COMMIT');
+const NO_BYTES = Buffer.alloc(0);
+
+const isLogged = (events: string | Uint8Array): events is Uint8Array => typeof events !== 'string' && events.byteLength >= BODY_LOG_MIN_BYTES;
+
+/**
+ * Large bodies of the group go to the body log, written and synced before the transaction that
+ * points at them commits (sqlite-body-log.ts). Space comes from queue_log_head, read inside this
+ * transaction: another process's writer cannot allocate the same bytes.
+ */
+function logBodies(group: readonly WriterRequest[]): (BodyLocation | undefined)[] {
+  const bodies: Uint8Array[] = [];
+  for (const { segment } of group) if (segment && isLogged(segment.events)) bodies.push(segment.events);
+  if (bodies.length === 0) return [];
+  const written = bodyLog.append(logHead.get() as { fileNo: number; endOffset: number }, bodies);
+  setLogHead.run(written.head.fileNo, written.head.endOffset);
+  let next = 0;
+  return group.map(({ segment }) => (segment && isLogged(segment.events) ? written.locations[next++] : undefined));
+}
 
 function commitGroup(group: WriterRequest[]): WriterReply {
   const ids = group.map((r) => r.id);
@@ -39,15 +62,18 @@ function commitGroup(group: WriterRequest[]): WriterReply {
     try {
       let seq = (nextSeq.get() as { next: number } | undefined)?.next ?? 1;
       const firstSeqs: number[] = [];
-      for (const { segment: s } of group) {
+      const logged = logBodies(group);
+      group.forEach(({ segment: s }, i) => {
         if (!s) {
           firstSeqs.push(0);
-          continue;
+          return;
         }
-        insert.run(seq, s.count, s.receivedAt, s.dataSetId, s.keyId, s.requestId, s.policyVersion, s.events, s.metas);
+        const at = logged[i];
+        if (at) insert.run(seq, s.count, s.receivedAt, s.dataSetId, s.keyId, s.requestId, s.policyVersion, NO_BYTES, s.metas, at.fileNo, at.offset, at.length);
+        else insert.run(seq, s.count, s.receivedAt, s.dataSetId, s.keyId, s.requestId, s.policyVersion, s.events, s.metas, null, null, null);
         firstSeqs.push(seq);
         seq += s.count;
-      }
+      });
       commit.run();
       return { ok: true, ids, firstSeqs, durationMs: performance.now() - started };
     } catch (error) {
@@ -59,7 +85,14 @@ function commitGroup(group: WriterRequest[]): WriterReply {
   }
 }
 
-port.on('message', (first: WriterRequest) => {
+port.on('message', (first: WriterRequest | { close: true }) => {
+  if ('close' in first) {
+    // Worker termination closes no file descriptors of the process: close the log's here.
+    bodyLog.close();
+    db.close();
+    port.postMessage({ closed: true });
+    return;
+  }
   const group = [first];
   let events = first.segment?.count ?? 0;
   while (events < MAX_EVENTS_PER_COMMIT) {
@@ -69,7 +102,14 @@ port.on('message', (first: WriterRequest) => {
     group.push(request);
     events += request.segment?.count ?? 0;
   }
-  port.postMessage(commitGroup(group));
+  const reply = commitGroup(group);
+  // The bodies go back to the serving thread to die there. This thread allocates little, so V8
+  // would collect them only after 64 MB of dead external memory had piled up (its external-memory
+  // GC trigger), and glibc keeps the heap it grew for them. The serving thread collects its young
+  // generation every few requests and frees them at once.
+  const spent: ArrayBuffer[] = [];
+  for (const { segment } of group) if (segment && typeof segment.events !== 'string') spent.push(segment.events.buffer as ArrayBuffer);
+  port.postMessage(reply, spent);
 });
 
 port.postMessage({ ready: true });

@@ -107,7 +107,9 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
 
   const sender = async (index: number) => {
     for (let n = 0; generating; n++) {
-      const size = 1 + Math.floor(random() * 12);
+      // One request in ten is a batch large enough (~50 KB) for the queue's body log, so kills
+      // also land between a body's write, its sync and the commit that points at it.
+      const size = random() < 0.1 ? 200 : 1 + Math.floor(random() * 12);
       const events = Array.from({ length: size }, (_, j) => sampleEvent(DS, { id: `c${index}-${n}-${j}` }));
       for (const e of events) generated.add(e.id as string);
       const body = JSON.stringify(size === 1 && random() < 0.5 ? events[0] : { events });

@@ -143,7 +143,7 @@ test('completely full: 500 every time, readiness false, metrics show it; recover
   assert.equal(down.status, 503);
   assert.equal(down.body.ready, false);
   assert.equal(down.body.checks.queue_writable, false);
-  assert.match(String(down.body.checks.queue_error), /full|disk|I\/O/i);
+  assert.match(String(down.body.checks.queue_error), /full|disk|no space|I\/O/i);
   const metrics = await metricsText(server.adminPort);
   assert.equal(metricValue(metrics, 'ecapi_queue_writable'), 0);
   assert.ok(metricValue(metrics, 'ecapi_queue_commit_failures_total') >= 2);

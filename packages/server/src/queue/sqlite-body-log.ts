@@ -1,0 +1,157 @@
+/**
+ * The body log of the embedded queue: large request bodies are appended to plain files and synced,
+ * and the queue's SQLite row keeps only where they are (file number, offset, length).
+ *
+ * Why: a body stored in SQLite is written twice, once into the WAL by the commit and once more into
+ * the database file by the checkpoint. For 1,000-event batches (~850 KB each) that second write was
+ * what bounded ingest on a small machine's disk. Here a body is written once, sequentially.
+ *
+ * Invariants (the writer thread upholds them; see DESIGN.md):
+ * - Space is allocated from the `queue_log_head` row INSIDE the queue's write transaction, so
+ *   several processes appending to one queue file never write the same bytes, and a transaction
+ *   that rolls back leaves its bytes unreferenced: the next commit overwrites them.
+ * - Bodies are written and fdatasync'ed BEFORE the transaction that references them commits. A
+ *   committed row therefore always points at durable bytes; bytes without a committed row are
+ *   garbage and never read.
+ * - A new log file's directory entry is synced before any row points into it.
+ * - Files are opened without O_APPEND and written at explicit offsets: O_APPEND would ignore the
+ *   offset the transaction allocated.
+ */
+import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readSync, writevSync, constants as fsc } from 'node:fs';
+import { join } from 'node:path';
+
+/** Bodies at least this large go to the log; smaller ones stay inline in their SQLite row. */
+export const BODY_LOG_MIN_BYTES = 32 * 1024;
+/** A log file is closed to new bodies once it would grow past this. */
+export const BODY_LOG_FILE_BYTES = 256 * 1024 * 1024;
+
+/** The directory of a queue file's body log: `<queue.db>-bodies/`, beside SQLite's own `-wal`. */
+export function bodyLogDir(queueFile: string): string {
+  return `${queueFile}-bodies`;
+}
+
+export function bodyLogFile(dir: string, fileNo: number): string {
+  return join(dir, `${String(fileNo).padStart(8, '0')}.log`);
+}
+
+/** Where one body was written. */
+export interface BodyLocation {
+  readonly fileNo: number;
+  readonly offset: number;
+  readonly length: number;
+}
+
+/** The log's end as recorded by the last committed transaction. */
+export interface BodyLogHead {
+  readonly fileNo: number;
+  readonly endOffset: number;
+}
+
+/**
+ * Writes one commit group's bodies. Used by the writer thread only, inside its write transaction.
+ */
+export class BodyLogWriter {
+  readonly #dir: string;
+  readonly #fileBytes: number;
+  readonly #fds = new Map<number, number>();
+
+  constructor(dir: string, options: { fileBytes?: number } = {}) {
+    this.#dir = dir;
+    this.#fileBytes = options.fileBytes ?? BODY_LOG_FILE_BYTES;
+  }
+
+  #fd(fileNo: number): number {
+    let fd = this.#fds.get(fileNo);
+    if (fd !== undefined) return fd;
+    mkdirSync(this.#dir, { recursive: true });
+    fd = openSync(bodyLogFile(this.#dir, fileNo), fsc.O_RDWR | fsc.O_CREAT, 0o600);
+    // The file may be new: make its name durable before a committed row can point into it.
+    const dirFd = openSync(this.#dir, 'r');
+    try {
+      fsyncSync(dirFd);
+    } finally {
+      closeSync(dirFd);
+    }
+    // Files before this one are complete: no process writes to them again.
+    for (const [no, old] of this.#fds) {
+      if (no < fileNo) {
+        closeSync(old);
+        this.#fds.delete(no);
+      }
+    }
+    this.#fds.set(fileNo, fd);
+    return fd;
+  }
+
+  /**
+   * Writes `bodies` after `head` (rolling to a new file when the current one is full), syncs them,
+   * and returns each body's location and the new head. Throws on any I/O error: the caller rolls
+   * its transaction back, and nothing written here is referenced.
+   */
+  append(head: BodyLogHead, bodies: readonly Uint8Array[]): { locations: BodyLocation[]; head: BodyLogHead } {
+    const locations: BodyLocation[] = [];
+    let { fileNo, endOffset } = head;
+    let run: Uint8Array[] = [];
+    let runStart = endOffset;
+    const touched = new Set<number>();
+    const flush = () => {
+      if (run.length === 0) return;
+      const fd = this.#fd(fileNo);
+      let position = runStart;
+      // writevSync may write less than asked (signals, very large runs): continue where it stopped.
+      let pending = run;
+      while (pending.length > 0) {
+        let written = writevSync(fd, pending, position);
+        position += written;
+        const rest: Uint8Array[] = [];
+        for (const buffer of pending) {
+          if (written >= buffer.byteLength) {
+            written -= buffer.byteLength;
+          } else {
+            rest.push(written > 0 ? buffer.subarray(written) : buffer);
+            written = 0;
+          }
+        }
+        pending = rest;
+      }
+      touched.add(fileNo);
+      run = [];
+    };
+    for (const body of bodies) {
+      if (endOffset > 0 && endOffset + body.byteLength > this.#fileBytes) {
+        flush();
+        fileNo += 1;
+        endOffset = 0;
+        runStart = 0;
+      }
+      locations.push({ fileNo, offset: endOffset, length: body.byteLength });
+      run.push(body);
+      endOffset += body.byteLength;
+    }
+    flush();
+    for (const no of touched) fdatasyncSync(this.#fd(no));
+    return { locations, head: { fileNo, endOffset } };
+  }
+
+  close(): void {
+    for (const fd of this.#fds.values()) closeSync(fd);
+    this.#fds.clear();
+  }
+}
+
+/** Reads one logged body. The row that points at it is committed, so the bytes are all there. */
+export function readLoggedBody(dir: string, location: BodyLocation): Buffer {
+  const fd = openSync(bodyLogFile(dir, location.fileNo), 'r');
+  try {
+    const body = Buffer.allocUnsafe(location.length);
+    let read = 0;
+    while (read < location.length) {
+      const n = readSync(fd, body, read, location.length - read, location.offset + read);
+      if (n === 0) throw new Error(`queue body log ${location.fileNo} is shorter than a committed row says`);
+      read += n;
+    }
+    return body;
+  } finally {
+    closeSync(fd);
+  }
+}
