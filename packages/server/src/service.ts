@@ -168,6 +168,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   const port = (publicServer.server.address() as AddressInfo).port;
   const adminPort = admin ? (admin.server.address() as AddressInfo).port : 0;
   if (role === 'single') logger.info({ env: config.env, port, admin_port: adminPort, host: config.host, storage: storage.location }, 'ecapi-ingest listening');
+  logger.flush(); // operators and scripts wait for this line
 
   let closing: Promise<void> | null = null;
   return {

@@ -153,6 +153,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   await admin.listen({ port: config.adminPort, host: config.adminHost });
   const adminPort = (admin.server.address() as AddressInfo).port;
   logger.info({ env: config.env, port, admin_port: adminPort, host: config.host, workers: config.workers }, 'ecapi-ingest listening');
+  logger.flush(); // operators and scripts wait for this line
 
   let closing: Promise<void> | null = null;
   return {

@@ -8,8 +8,14 @@ import pino, { type Logger } from 'pino';
 
 export type { Logger };
 
+/** A buffered line reaches stdout within this time even when little is logged. */
+const FLUSH_INTERVAL_MS = 200;
+
 export function createLogger(options: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
-  return pino(
+  // One write(2) per request line cost ~8% of single-event throughput: lines are buffered up to
+  // 4 KiB and flushed at least every FLUSH_INTERVAL_MS (and synchronously at exit, by pino).
+  const destination = options.destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 });
+  const logger = pino(
     {
       level: options.level ?? process.env.ECAPI_LOG_LEVEL ?? 'info',
       base: { service: 'ecapi-ingest' },
@@ -19,6 +25,8 @@ export function createLogger(options: { level?: string; destination?: pino.Desti
       },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    options.destination ?? pino.destination({ dest: 1, sync: false }),
+    destination,
   );
+  if (!options.destination) setInterval(() => logger.flush(), FLUSH_INTERVAL_MS).unref();
+  return logger;
 }

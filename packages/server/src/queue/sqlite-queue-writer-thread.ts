@@ -34,6 +34,26 @@ const insert = db.prepare(
 const logHead = db.prepare('SELECT file_no AS fileNo, end_offset AS endOffset FROM queue_log_head WHERE id = 1');
 const setLogHead = db.prepare('UPDATE queue_log_head SET file_no = ?, end_offset = ? WHERE id = 1');
 const begin = db.prepare('BEGIN IMMEDIATE');
+// Several processes (serve --workers N) append to one file, and a commit holds the write lock for
+// about one sync. SQLite's own busy handler sleeps 1, 2, 5, 10... ms between attempts: a writer
+// that found the lock taken lost several of the other's commit times, and two processes were
+// slower than one. This thread polls instead, from 50 µs up to 2 ms, for up to BUSY_TIMEOUT_MS.
+db.pragma('busy_timeout = 0');
+const BUSY_TIMEOUT_MS = 5000;
+const pause = new Int32Array(new SharedArrayBuffer(4));
+
+function beginImmediate(): void {
+  const deadline = performance.now() + BUSY_TIMEOUT_MS;
+  for (let waitMs = 0.05; ; waitMs = Math.min(waitMs * 2, 2)) {
+    try {
+      begin.run();
+      return;
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'SQLITE_BUSY' || performance.now() >= deadline) throw error;
+      Atomics.wait(pause, 0, 0, waitMs);
+    }
+  }
+}
 const commit = db.prepare('COMMIT');
 const NO_BYTES = Buffer.alloc(0);
 
@@ -58,7 +78,7 @@ function commitGroup(group: WriterRequest[]): WriterReply {
   const ids = group.map((r) => r.id);
   const started = performance.now();
   try {
-    begin.run();
+    beginImmediate();
     try {
       let seq = (nextSeq.get() as { next: number } | undefined)?.next ?? 1;
       const firstSeqs: number[] = [];
