@@ -21,6 +21,12 @@ export interface WriterRequest {
   readonly segment?: SegmentInput;
 }
 
+/**
+ * What the serving thread posts: the requests appended during one turn of its event loop (one
+ * postMessage for all of them), or, once nothing is pending, the request to close.
+ */
+export type WriterMessage = readonly WriterRequest[] | { readonly close: true };
+
 /** The outcome of one commit, for every request it held, in the order they were written. */
 export type WriterReply =
   | { readonly ok: true; readonly ids: readonly number[]; readonly firstSeqs: readonly number[]; readonly durationMs: number }

@@ -15,7 +15,7 @@
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { openQueueDatabase } from './sqlite-queue-store.js';
 import { BODY_LOG_MIN_BYTES, BodyLogWriter, bodyLogDir, type BodyLocation } from './sqlite-body-log.js';
-import type { WriterReply, WriterRequest } from './sqlite-queue-writer-protocol.js';
+import type { WriterMessage, WriterReply, WriterRequest } from './sqlite-queue-writer-protocol.js';
 
 /** Upper bound of events per commit, so one group never holds an unbounded transaction. */
 const MAX_EVENTS_PER_COMMIT = 20_000;
@@ -105,22 +105,32 @@ function commitGroup(group: WriterRequest[]): WriterReply {
   }
 }
 
-port.on('message', (first: WriterRequest | { close: true }) => {
-  if ('close' in first) {
-    // Worker termination closes no file descriptors of the process: close the log's here.
-    bodyLog.close();
-    db.close();
-    port.postMessage({ closed: true });
+function closeWriter(): void {
+  // Worker termination closes no file descriptors of the process: close the log's here.
+  bodyLog.close();
+  db.close();
+  port.postMessage({ closed: true });
+}
+
+port.on('message', (first: WriterMessage) => {
+  if (!Array.isArray(first)) {
+    closeWriter();
     return;
   }
-  const group = [first];
-  let events = first.segment?.count ?? 0;
-  while (events < MAX_EVENTS_PER_COMMIT) {
-    const next = receiveMessageOnPort(port);
-    if (next === undefined) break;
-    const request = next.message as WriterRequest;
-    group.push(request);
-    events += request.segment?.count ?? 0;
+  const group: WriterRequest[] = [];
+  let events = 0;
+  let closeAfter = false;
+  for (let message: WriterMessage | undefined = first; message !== undefined; ) {
+    if (!Array.isArray(message)) {
+      closeAfter = true; // the queue closes once this group is answered
+      break;
+    }
+    for (const request of message as readonly WriterRequest[]) {
+      group.push(request);
+      events += request.segment?.count ?? 0;
+    }
+    if (events >= MAX_EVENTS_PER_COMMIT) break;
+    message = receiveMessageOnPort(port)?.message as WriterMessage | undefined;
   }
   const reply = commitGroup(group);
   // The bodies go back to the serving thread to die there. This thread allocates little, so V8
@@ -130,6 +140,7 @@ port.on('message', (first: WriterRequest | { close: true }) => {
   const spent: ArrayBuffer[] = [];
   for (const { segment } of group) if (segment && typeof segment.events !== 'string') spent.push(segment.events.buffer as ArrayBuffer);
   port.postMessage(reply, spent);
+  if (closeAfter) closeWriter();
 });
 
 port.postMessage({ ready: true });
