@@ -2,8 +2,10 @@
  * The acknowledgement follows the fsync: the server runs under strace, one request is sent, and
  * the trace shows the WAL frames written (pwrite64), then the WAL synced (fsync/fdatasync of
  * queue.db-wal, completed), and only then the first bytes of the response on the client's socket.
- * docs/DURABILITY.md has the command and an annotated excerpt. Skips when strace is missing or
- * ptrace is not permitted.
+ * A second request, a batch large enough for the queue's body log, shows the body written to
+ * queue.db-bodies/ and synced there before the WAL commit that points at it, and both before its
+ * response. docs/DURABILITY.md has the command and an annotated excerpt. Skips when strace is
+ * missing or ptrace is not permitted.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -28,7 +30,7 @@ function straceUsable(): boolean {
 }
 const skip = straceUsable() ? false : 'strace is not installed or ptrace is not permitted';
 
-export const STRACE_SYSCALLS = 'fdatasync,fsync,pwrite64,write,writev,sendmsg,sendto';
+export const STRACE_SYSCALLS = 'fdatasync,fsync,pwrite64,pwritev,pwritev2,write,writev,sendmsg,sendto';
 
 test('strace: the queue WAL is synced before the first response byte is written', { skip, timeout: 60_000 }, async () => {
   const dataDir = tempDataDir('ecapi-strace-');
@@ -55,31 +57,38 @@ test('strace: the queue WAL is synced before the first response byte is written'
       });
     });
     const ca = readFileSync(join(dataDir, 'tls', 'localhost-cert.pem'), 'utf8');
-    const event = sampleEvent('traced', { id: 'traced-1' });
-    const body = JSON.stringify(event);
-    const { status, text, localPort } = await new Promise<{ status: number; text: string; localPort: number }>((resolve, reject) => {
-      let localPort = 0;
-      const req = https.request(
-        {
-          host: '127.0.0.1', servername: 'localhost', port, ca, method: 'POST', path: '/v1/events', agent: false,
-          headers: {
-            'content-type': 'application/json', accept: 'application/json', 'content-length': Buffer.byteLength(body),
-            'x-service-key-id': creds.keyId, 'x-service-data-set': 'traced', 'x-service-signature': signBody(body, creds.secret),
+    const send = (body: string) =>
+      new Promise<{ status: number; text: string; localPort: number }>((resolve, reject) => {
+        let localPort = 0;
+        const req = https.request(
+          {
+            host: '127.0.0.1', servername: 'localhost', port, ca, method: 'POST', path: '/v1/events', agent: false,
+            headers: {
+              'content-type': 'application/json', accept: 'application/json', 'content-length': Buffer.byteLength(body),
+              'x-service-key-id': creds.keyId, 'x-service-data-set': 'traced', 'x-service-signature': signBody(body, creds.secret),
+            },
           },
-        },
-        (res) => {
-          let t = '';
-          res.setEncoding('utf8').on('data', (c: string) => (t += c));
-          res.on('end', () => resolve({ status: res.statusCode!, text: t, localPort }));
-        },
-      );
-      req.on('socket', (socket) => socket.once('connect', () => (localPort = socket.localPort!)));
-      req.on('error', reject);
-      req.end(body);
-    });
+          (res) => {
+            let t = '';
+            res.setEncoding('utf8').on('data', (c: string) => (t += c));
+            res.on('end', () => resolve({ status: res.statusCode!, text: t, localPort }));
+          },
+        );
+        req.on('socket', (socket) => socket.once('connect', () => (localPort = socket.localPort!)));
+        req.on('error', reject);
+        req.end(body);
+      });
+    const event = sampleEvent('traced', { id: 'traced-1' });
+    const { status, text, localPort } = await send(JSON.stringify(event));
     assert.equal(status, 200, text);
     assert.ok(localPort > 0);
-    assert.equal((await exportQueue(dataDir)).filter((r) => r.event.id === 'traced-1').length, 1);
+    // ~60 KB: over the body log's 32 KiB threshold.
+    const large = Array.from({ length: 60 }, (_, i) => sampleEvent('traced', { id: `traced-big-${i}`, properties: { note: 'n'.repeat(900) } }));
+    const big = await send(JSON.stringify({ events: large }));
+    assert.equal(big.status, 200, big.text);
+    const queued = await exportQueue(dataDir);
+    assert.equal(queued.filter((r) => r.event.id === 'traced-1').length, 1);
+    assert.equal(queued.filter((r) => String(r.event.id).startsWith('traced-big-')).length, 60);
 
     // Stop the traced server (strace itself relays no SIGTERM), then read the whole trace.
     for (const pid of descendants(child.pid!).slice(0, 1)) process.kill(pid, 'SIGTERM');
@@ -113,6 +122,36 @@ test('strace: the queue WAL is synced before the first response byte is written'
     const response = clientWrites.find((i) => i > frames);
     assert.ok(response !== undefined, 'the response was written');
     assert.ok(synced < response, `the sync (trace line ${synced + 1}) precedes the response (trace line ${response + 1})`);
+
+    // The large batch: body log written, body log synced, WAL synced, then its response.
+    const bigToClient = new RegExp(`^\\d+\\s+\\S+ (write|writev|sendmsg|sendto)\\(\\d+<TCP:\\[[^\\]]*->127\\.0\\.0\\.1:${big.localPort}\\]>`);
+    const bigWrites = lines.flatMap((l, i) => (bigToClient.test(l) ? [i] : []));
+    assert.ok(bigWrites.length >= 2, 'the second connection was traced');
+    const logWrite = lines.findIndex((l, i) => i > bigWrites[0]! && /^\d+\s+\S+ (pwritev2?|pwrite64|writev)\(\d+<[^>]*queue\.db-bodies\/\d+\.log>/.test(l));
+    assert.ok(logWrite > 0, 'the body was written to the body log');
+    const completedSyncOf = (file: RegExp, from: number): number => {
+      const pending = new Set<string>();
+      for (let i = from + 1; i < lines.length; i++) {
+        const line = lines[i]!;
+        const sync = new RegExp(`^(\\d+)\\s+\\S+ (fsync|fdatasync)\\(\\d+<[^>]*${file.source}>(.*)$`).exec(line);
+        if (sync) {
+          if (/= 0$/.test(sync[3]!)) return i;
+          if (sync[3]!.includes('<unfinished ...>')) pending.add(sync[1]!);
+          continue;
+        }
+        const resumed = /^(\d+)\s+\S+ <\.\.\. (fsync|fdatasync) resumed>.*= 0$/.exec(line);
+        if (resumed && pending.has(resumed[1]!)) return i;
+      }
+      return -1;
+    };
+    const logSynced = completedSyncOf(/queue\.db-bodies\/\d+\.log/, logWrite);
+    assert.ok(logSynced > logWrite, 'the body log was synced after the body was written');
+    const walFramesAfterLog = lines.findIndex((l, i) => i > logSynced && walWrite.test(l));
+    assert.ok(walFramesAfterLog > logSynced, 'the WAL frames of the row come after the body log sync');
+    const walSyncedAfterLog = completedSyncOf(/queue\.db-wal/, walFramesAfterLog);
+    const bigResponse = bigWrites.find((i) => i > logWrite);
+    assert.ok(bigResponse !== undefined && walSyncedAfterLog > 0 && walSyncedAfterLog < bigResponse,
+      `body log sync (line ${logSynced + 1}) < WAL sync (line ${walSyncedAfterLog + 1}) < response (line ${(bigResponse ?? -2) + 1})`);
   } finally {
     if (child.exitCode === null && child.signalCode === null) {
       for (const pid of descendants(child.pid!)) process.kill(pid, 'SIGKILL');
