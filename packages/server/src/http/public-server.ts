@@ -276,7 +276,8 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     // Not read until the body budget has room: until then the bytes wait in the socket (see body-budget.ts).
     let reservation: BodyReservation | null = null;
     let closed = false;
-    const reserved = declared !== undefined && Number.isFinite(Number(declared)) ? Number(declared) : CHUNKED_RESERVATION;
+    const declaredBytes = Number(declared);
+    const reserved = declared !== undefined && Number.isSafeInteger(declaredBytes) && declaredBytes >= 0 ? declaredBytes : CHUNKED_RESERVATION;
     const withdraw = bodyBudget.reserve(reserved, (granted) => {
       reservation = granted;
       if (closed) granted.release();

@@ -1,10 +1,10 @@
 /**
  * Embedded durable queue: SQLite in WAL mode with synchronous=FULL, written by one worker thread.
  *
- * Group commit: appends are posted to the writer thread at the end of the event-loop turn that made
- * them (one message per turn); the writer drains whatever is
- * waiting each time it wakes and commits it in one transaction and one sync. N concurrent requests
- * cost one sync, not N, and no commit waits for this thread to handle the previous reply.
+ * Group commit: appends are posted to the writer thread at the end of the event-loop turn that
+ * made them (one message per turn); the writer drains whatever is waiting each time it wakes and
+ * commits it in one transaction and one sync. N concurrent requests cost one sync, not N, and no
+ * commit waits for this thread to handle the previous reply.
  *
  * Invariants:
  * - An append's promise resolves only from the writer's reply to the commit that holds it.

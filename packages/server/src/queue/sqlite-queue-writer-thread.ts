@@ -49,7 +49,7 @@ function beginImmediate(): void {
       begin.run();
       return;
     } catch (error) {
-      if ((error as { code?: string }).code !== 'SQLITE_BUSY' || performance.now() >= deadline) throw error;
+      if (!String((error as { code?: string }).code).startsWith('SQLITE_BUSY') || performance.now() >= deadline) throw error;
       Atomics.wait(pause, 0, 0, waitMs);
     }
   }
