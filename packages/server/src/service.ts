@@ -7,7 +7,8 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { ServeConfig } from './config.js';
-import { buildAdminApp, isLoopbackHost } from './admin/admin-app.js';
+import { buildAdminApp } from './admin/admin-app.js';
+import { assertAdminExposure } from './admin/admin-exposure.js';
 import { CredentialCache } from './control/credential-cache.js';
 import { openStorage } from './storage/open-storage.js';
 import type { IssuedKey } from './control/control-plane.js';
@@ -53,14 +54,6 @@ export interface ServiceOptions {
    */
   readonly rateLimiter?: RateLimiter | (() => RateLimiter);
   readonly outcomes?: IngestOutcomeRecorder;
-}
-
-export function assertAdminExposure(config: ServeConfig): void {
-  if (!isLoopbackHost(config.adminHost) && !config.adminToken) {
-    throw new Error(
-      `the admin port would listen on ${config.adminHost}, beyond loopback: set ECAPI_ADMIN_TOKEN (or --admin-token) to protect it`,
-    );
-  }
 }
 
 export async function startService(config: ServeConfig, options: ServiceOptions = {}): Promise<RunningService> {

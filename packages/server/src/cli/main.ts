@@ -16,9 +16,6 @@ import { formatDurationMs, parseDurationMs } from '../control/duration.js';
 import { ControlPlaneError } from '../errors.js';
 import { migrateStorage, openStorage, validateDatabaseUrl } from '../storage/open-storage.js';
 import { demoBanner } from '../demo.js';
-import { startService } from '../service.js';
-import { runPrimary } from '../cluster/node-primary.js';
-import { runWorker } from '../cluster/node-worker.js';
 import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messages.js';
 import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
 import { CliError, processIo, type CliIo } from './cli-io.js';
@@ -176,6 +173,9 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     }) => {
       if (cluster.isWorker) {
         // A forked worker of `serve --workers N`: the primary passed the resolved configuration.
+        // The serving code is loaded only by the processes that serve (not by every CLI command,
+        // nor by the primary of serve --workers N, which only supervises).
+        const { runWorker } = await import('../cluster/node-worker.js');
         const service = await runWorker(decodeWorkerConfig(io.env[WORKER_CONFIG_ENV]!)).catch((error: Error) => {
           // Tell the operator once (the primary reports the failed start), then leave: the IPC
           // channel to the primary would otherwise keep this process alive.
@@ -218,7 +218,10 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         keepAliveTimeoutMs: parseDurationMs(opts.keepAliveTimeout),
         bodyBudgetBytes: Math.round(parsePositive(opts.bodyBuffer) * 1024 * 1024),
       };
-      const service = config.workers > 1 ? await runPrimary(config) : await startService(config);
+      const service =
+        config.workers > 1
+          ? await (await import('../cluster/node-primary.js')).runPrimary(config)
+          : await (await import('../service.js')).startService(config);
       if (service.demoKey) {
         io.stderr.write(
           demoBanner({ key: service.demoKey, host: config.host, port: service.port, certFile: service.certFile, env: g.env }) + '\n',

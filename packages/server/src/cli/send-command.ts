@@ -13,14 +13,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Option, type Command } from 'commander';
-import {
-  Client,
-  hashEvent,
-  prepareEvents,
-  type EventResult,
-  type SendProgress,
-  type SendTotals,
-} from '@ecapi-ingest/client';
+import type { EventResult, SendProgress, SendTotals } from '@ecapi-ingest/client';
 import { DEFAULT_PORTS } from '../config.js';
 import { DEMO_DATA_SET } from '../demo.js';
 import { CliError } from './cli-io.js';
@@ -162,6 +155,8 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
     .addOption(new Option('--max-retries <n>', 'retries of a request after a 5xx, network error or time-out').default('6'))
     .option('--no-progress', 'no progress output on stderr')
     .action(async (file: string | undefined, opts: SendOptions) => {
+      // Loaded here, not at start: every other command would pay for the SDK (undici, Ajv, phone metadata).
+      const { Client, hashEvent, prepareEvents } = await import('@ecapi-ingest/client');
       const g = ctx.globals();
       const env = ctx.io.env;
       const stderr = ctx.io.stderr;

@@ -19,7 +19,7 @@ import { LeaseAuthority } from '../rate-limit/lease-authority.js';
 import type { LeaseRequest, LeaseReturn } from '../rate-limit/lease-protocol.js';
 import { LocalRateLimiter } from '../rate-limit/local-rate-limiter.js';
 import { loadTlsMaterial } from '../tls/tls-material.js';
-import { assertAdminExposure } from '../service.js';
+import { assertAdminExposure } from '../admin/admin-exposure.js';
 import { StatsReader } from '../analytics/stats-reader.js';
 import { LiveStore } from '../observability/live-stats.js';
 import { encodeWorkerConfig, WORKER_CONFIG_ENV, type WorkerMessage } from './cluster-messages.js';
