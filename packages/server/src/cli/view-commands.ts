@@ -68,7 +68,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
     .command('worker')
     .description('run the merged-view consumer (identities, analytics) until SIGTERM; `serve` runs one unless --no-worker')
     .addOption(new Option('--batch-size <n>', 'queue records per transaction').default('2000'))
-    .addOption(new Option('--retention <duration>', 'PostgreSQL profile: delete consumed queue records older than this (0 keeps them)').env('ECAPI_QUEUE_RETENTION').default('7d'))
+    .addOption(new Option('--retention <duration>', 'delete queue records the merged view has applied and older than this (0 keeps them)').env('ECAPI_QUEUE_RETENTION').default('7d'))
     .action((opts: { batchSize: string; retention: string }) => {
       const g = ctx.globals();
       const batchSize = Number(opts.batchSize);

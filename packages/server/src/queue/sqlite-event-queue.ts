@@ -83,9 +83,13 @@ export class SqliteEventQueue implements EventQueue {
   #flushScheduled = false;
   readonly #checkpointer: Worker;
 
-  constructor(file: string, observer?: QueueCommitObserver) {
+  readonly #bodyLogFileBytes: number | undefined;
+
+  /** `bodyLogFileBytes`: size at which the body log starts a new file (tests set it small). */
+  constructor(file: string, observer?: QueueCommitObserver, options: { bodyLogFileBytes?: number } = {}) {
     this.#file = file;
     this.#observer = observer;
+    this.#bodyLogFileBytes = options.bodyLogFileBytes;
     // Create the file and schema here so that readers and a failing writer start from a known state.
     openQueueDatabase(file).close();
     this.#worker = this.#startWorker();
@@ -99,7 +103,7 @@ export class SqliteEventQueue implements EventQueue {
 
   #startWorker(): Worker {
     const worker = new Worker(new URL('./sqlite-queue-writer-thread.js', import.meta.url), {
-      workerData: { file: this.#file },
+      workerData: { file: this.#file, bodyLogFileBytes: this.#bodyLogFileBytes },
     });
     worker.on('message', (message: WriterReply | { ready: true } | { closed: true }) => {
       if ('closed' in message) this.#onWriterClosed?.();

@@ -21,9 +21,9 @@ import type { WriterMessage, WriterReply, WriterRequest } from './sqlite-queue-w
 const MAX_EVENTS_PER_COMMIT = 20_000;
 
 const port = parentPort!;
-const file = (workerData as { file: string }).file;
+const { file, bodyLogFileBytes } = workerData as { file: string; bodyLogFileBytes?: number };
 const db = openQueueDatabase(file);
-const bodyLog = new BodyLogWriter(bodyLogDir(file));
+const bodyLog = new BodyLogWriter(bodyLogDir(file), bodyLogFileBytes !== undefined ? { fileBytes: bodyLogFileBytes } : {});
 // Checkpoints run on their own thread (sqlite-queue-checkpointer-thread.ts), never inside a commit.
 db.pragma('wal_autocheckpoint = 0');
 const nextSeq = db.prepare('SELECT first_seq + event_count AS next FROM queue_segments ORDER BY first_seq DESC LIMIT 1');

@@ -9,6 +9,10 @@ import { SqliteControlPlane } from '../control/sqlite-control-plane.js';
 import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { SqliteEventQueue } from '../queue/sqlite-event-queue.js';
 import { openQueueDatabase, readRecords } from '../queue/sqlite-queue-store.js';
+import { SqliteQueueRetention } from '../queue/sqlite-queue-retention.js';
+
+/** How often the consumer prunes the queue (when a retention is set). */
+const RETENTION_EVERY_MS = 60_000;
 import { SqliteIngestStatsStore, SqliteViewStore } from '../merged-view/sqlite-view-store.js';
 import type { IngestStatsStore } from '../merged-view/view-store.js';
 import { lagOf, SqliteQueueSource } from '../consumer/sqlite-queue-source.js';
@@ -94,7 +98,20 @@ export class SqliteStorage implements Storage {
 
   async runConsumer(options: ConsumerRunOptions): Promise<void> {
     const store = this.viewStore();
-    const source = new SqliteQueueSource(queueDbFile(this.#dataDir, this.#env));
+    const queueFile = queueDbFile(this.#dataDir, this.#env);
+    const source = new SqliteQueueSource(queueFile);
+    // The consumer knows what was applied, so it prunes the queue (queue/sqlite-queue-retention.ts).
+    const retentionMs = options.retentionMs ?? 0;
+    const retention = retentionMs > 0 ? new SqliteQueueRetention(queueFile) : null;
+    let lastRetention = 0;
+    const pruneQueue = async () => {
+      if (!retention || Date.now() - lastRetention < RETENTION_EVERY_MS) return;
+      lastRetention = Date.now();
+      const round = retention.run(await store.offset(VIEW_CONSUMER), retentionMs);
+      if (round.segmentsDeleted > 0 || round.filesDeleted > 0) {
+        options.logger.info({ deleted_segments: round.segmentsDeleted, deleted_body_files: round.filesDeleted }, 'queue retention');
+      }
+    };
     const consumer = new ViewConsumer(store, source, { batchSize: options.batchSize, mergeWindowMs: options.mergeWindowMs });
     options.logger.info({ env: this.#env, pid: process.pid, next_seq: await store.offset(VIEW_CONSUMER) }, 'consumer started');
     try {
@@ -105,10 +122,12 @@ export class SqliteStorage implements Storage {
         onTick: async () => {
           await options.onTick?.();
           await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
+          await pruneQueue();
         },
       });
     } finally {
       await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: 0 }).catch(() => undefined);
+      retention?.close();
       await source.close();
     }
   }
