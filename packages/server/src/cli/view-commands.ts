@@ -69,11 +69,13 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
     .description('run the merged-view consumer (identities, analytics) until SIGTERM; `serve` runs one unless --no-worker')
     .addOption(new Option('--batch-size <n>', 'queue records per transaction').default('2000'))
     .addOption(new Option('--retention <duration>', 'delete queue records the merged view has applied and older than this (0 keeps them)').env('ECAPI_QUEUE_RETENTION').default('7d'))
-    .action((opts: { batchSize: string; retention: string }) => {
+    .addOption(new Option('--retention-every <duration>', 'how often retention runs').default('1m'))
+    .action((opts: { batchSize: string; retention: string; retentionEvery: string }) => {
       const g = ctx.globals();
       const batchSize = Number(opts.batchSize);
       if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) throw new CliError(`invalid batch size "${opts.batchSize}"`);
       const retentionMs = opts.retention === '0' ? 0 : parseDurationMs(opts.retention);
+      const retentionEveryMs = parseDurationMs(opts.retentionEvery);
       const logger = createLogger();
       const stopped = new Promise<void>((resolve) => {
         process.once('SIGTERM', () => resolve());
@@ -95,7 +97,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         }
       });
       ctx.keepAlive(
-        runViewWorker({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs }).finally(() => logger.flush()),
+        runViewWorker({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs }).finally(() => logger.flush()),
       );
     });
   worker

@@ -42,8 +42,10 @@ export interface ViewWorkerOptions {
   readonly stopped: Promise<void>;
   readonly batchSize?: number;
   readonly pollMs?: number;
-  /** Consumed queue records older than this are deleted (PostgreSQL profile); 0 keeps everything. */
+  /** Consumed queue records older than this are deleted; 0 keeps everything. */
   readonly retentionMs?: number;
+  /** How often retention runs (default one minute). */
+  readonly retentionEveryMs?: number;
 }
 
 export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
@@ -57,6 +59,7 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
       batchSize: options.batchSize ?? DEFAULT_BATCH_SIZE,
       ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
       ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
+      ...(options.retentionEveryMs !== undefined ? { retentionEveryMs: options.retentionEveryMs } : {}),
       mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
       onTick: () => windows.refresh(),
     });

@@ -105,7 +105,7 @@ export class SqliteStorage implements Storage {
     const retention = retentionMs > 0 ? new SqliteQueueRetention(queueFile) : null;
     let lastRetention = 0;
     const pruneQueue = async () => {
-      if (!retention || Date.now() - lastRetention < RETENTION_EVERY_MS) return;
+      if (!retention || Date.now() - lastRetention < (options.retentionEveryMs ?? RETENTION_EVERY_MS)) return;
       lastRetention = Date.now();
       const round = retention.run(await store.offset(VIEW_CONSUMER), retentionMs);
       if (round.segmentsDeleted > 0 || round.filesDeleted > 0) {

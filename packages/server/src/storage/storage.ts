@@ -33,8 +33,10 @@ export interface ConsumerRunOptions {
   readonly mergeWindowMs: (dataSetId: string) => number;
   /** Every few seconds: refresh merge windows and the like. */
   readonly onTick?: () => Promise<void>;
-  /** Queue retention (ms): consumed records older than this may be deleted, where supported. */
+  /** Queue retention (ms): consumed records older than this are deleted. */
   readonly retentionMs?: number;
+  /** How often retention runs (ms); default one minute. */
+  readonly retentionEveryMs?: number;
 }
 
 export interface Storage {

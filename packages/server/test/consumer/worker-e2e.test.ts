@@ -119,3 +119,44 @@ test('serve --no-worker: the lag is visible; `ecapi-ingest worker` on its own co
     await server.stop();
   }
 });
+
+test('worker --retention deletes queue records it has applied; the merged view keeps them and later events still flow', { timeout: 90_000 }, async () => {
+  const dataDir = tempDataDir();
+  const creds = await provision(dataDir, ['kept']);
+  const server = await startServer({ dataDir, args: ['--workers', '1', '--no-worker'] });
+  const sent: string[] = [];
+  const send = async (events: Record<string, unknown>[]) => {
+    const res = await postSigned(server.port, server.ca, creds, 'kept', JSON.stringify({ events }));
+    assert.equal(res.status, 200, res.text);
+    sent.push(...events.map((e) => e.id as string));
+  };
+  const queued = async () => (await cli(dataDir, ['queue', 'export'])).stdout.split('\n').filter((l) => l.trim() !== '').length;
+  const merged = async () => {
+    const out = await cli(dataDir, ['events', 'export', '--data-set', 'kept']);
+    return new Set(out.stdout.split('\n').filter((l) => l.trim() !== '').map((l) => (JSON.parse(l) as { id: string }).id));
+  };
+  try {
+    // One batch large enough for the body log (embedded profile), and a few small requests.
+    await send(Array.from({ length: 60 }, (_, i) => sampleEvent('kept', { id: `big-${i}`, properties: { note: 'n'.repeat(900) } })));
+    for (let i = 0; i < 4; i++) await send([sampleEvent('kept', { id: `small-${i}` })]);
+    assert.equal(await queued(), 64);
+
+    const env = { ...process.env, ...(await profileEnv(dataDir)) };
+    const worker = spawn(process.execPath, [BIN, '--data-dir', dataDir, 'worker', '--retention', '1ms', '--retention-every', '200ms'], { stdio: 'ignore', env });
+    try {
+      await waitFor('applied, then pruned', async () => (await cliJson(dataDir, ['worker', 'status'])).lag_records === 0 && (await queued()) < 64);
+      const view = await merged();
+      for (const id of sent) assert.ok(view.has(id), `${id} is in the merged view`);
+      // Sequence numbers go on after the prune: new events are still applied.
+      await send([sampleEvent('kept', { id: 'after-prune' })]);
+      await waitFor('the event after the prune applied', async () => (await merged()).has('after-prune'));
+    } finally {
+      const exited = once(worker, 'exit');
+      worker.kill('SIGTERM');
+      const [code] = (await exited) as [number | null];
+      assert.equal(code, 0);
+    }
+  } finally {
+    await server.stop();
+  }
+});

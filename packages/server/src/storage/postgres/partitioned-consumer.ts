@@ -158,7 +158,7 @@ export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStor
           await options.onTick?.();
           await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
         }
-        if (now - lastRetention >= RETENTION_EVERY_MS) {
+        if (now - lastRetention >= (options.retentionEveryMs ?? RETENTION_EVERY_MS)) {
           lastRetention = now;
           await retention();
         }
