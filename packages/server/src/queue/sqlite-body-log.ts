@@ -93,7 +93,7 @@ export class BodyLogWriter {
     let { fileNo, endOffset } = head;
     let run: Uint8Array[] = [];
     let runStart = endOffset;
-    const touched = new Set<number>();
+    // Writes the bodies gathered for the current file and syncs that file before moving on.
     const flush = () => {
       if (run.length === 0) return;
       const fd = this.#fd(fileNo);
@@ -114,7 +114,7 @@ export class BodyLogWriter {
         }
         pending = rest;
       }
-      touched.add(fileNo);
+      fdatasyncSync(fd);
       run = [];
     };
     for (const body of bodies) {
@@ -129,7 +129,6 @@ export class BodyLogWriter {
       endOffset += body.byteLength;
     }
     flush();
-    for (const no of touched) fdatasyncSync(this.#fd(no));
     return { locations, head: { fileNo, endOffset } };
   }
 
