@@ -16,7 +16,7 @@
  */
 import { QueueUnavailableError } from '../errors.js';
 import type { AppendReceipt, EventQueue, QueueAppend, QueueCommitObserver, QueueHealth, QueueRecord, ReadOptions } from './event-queue.js';
-import { appendSegmentRecords, segmentEvents } from './segment-records.js';
+import { appendSegmentRecords, segmentEvents, type SegmentHeader } from './segment-records.js';
 import { partitionOf } from '../storage/postgres/partitions.js';
 import type { Pool } from '../storage/postgres/database.js';
 
@@ -192,14 +192,8 @@ export class PostgresEventQueue implements EventQueue {
   }
 }
 
-interface SegmentRow {
-  first_seq: number;
+interface SegmentRow extends SegmentHeader {
   event_count: number;
-  received_at: number;
-  data_set_id: string;
-  key_id: string;
-  request_id: string;
-  policy_version: number;
   raw: boolean;
   events: string;
   metas: string | null;

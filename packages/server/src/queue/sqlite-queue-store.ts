@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { QueueRecord, ReadOptions } from './event-queue.js';
-import { appendSegmentRecords, segmentEvents } from './segment-records.js';
+import { appendSegmentRecords, segmentEvents, type SegmentHeader } from './segment-records.js';
 import { bodyLogDir, readLoggedBody } from './sqlite-body-log.js';
 
 export const QUEUE_SCHEMA = `
@@ -38,14 +38,8 @@ INSERT OR IGNORE INTO queue_log_head (id, file_no, end_offset) VALUES (1, 1, 0);
 // A large request body lives in the body log instead (sqlite-body-log.ts): \`body_file\` is then
 // set, \`events\` is an empty BLOB, and (body_file, body_offset, body_length) says where the bytes are.
 
-export interface SegmentRow {
-  first_seq: number;
+export interface SegmentRow extends SegmentHeader {
   event_count: number;
-  received_at: number;
-  data_set_id: string;
-  key_id: string;
-  request_id: string;
-  policy_version: number;
   events: string | Buffer;
   metas: string | null;
   body_file?: number | null;
