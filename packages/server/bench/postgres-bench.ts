@@ -21,6 +21,7 @@ import { startServer, tempDataDir, type ServerProcess } from '../test/helpers/se
 import { freshDatabase } from '../test/helpers/postgres.js';
 import { signedBodies } from './bench-events.js';
 import { ensureWrk, runWrk, writeWrkScript } from './wrk-runner.js';
+import { UNLIMITED } from './bench-service.js';
 
 const SECONDS = Number(process.argv[process.argv.indexOf('--seconds') + 1] || 8) || 8;
 const CONNECTIONS = 24;
@@ -55,7 +56,7 @@ async function cli(dataDir: string, databaseUrl: string | undefined, args: strin
 async function runProfile(label: string, nodesCount: number, databaseUrl: string | undefined): Promise<Row[]> {
   const dataDir = tempDataDir('ecapi-pgbench-');
   await cli(dataDir, databaseUrl, ['data-set', 'create', DS]);
-  await cli(dataDir, databaseUrl, ['data-set', 'limits', DS, '--rps', '10000000', '--burst-rps', '20000000', '--burst-seconds', '1', '--eps', '1000000000']);
+  await cli(dataDir, databaseUrl, ['data-set', 'limits', DS, ...UNLIMITED]);
   const key = await cli(dataDir, databaseUrl, ['key', 'create', '--data-set', DS]);
   const extraEnv: Record<string, string> = databaseUrl ? { ECAPI_DATABASE_URL: databaseUrl } : {};
   const nodes: ServerProcess[] = [];

@@ -8,9 +8,8 @@
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliJson, provision, startServer, tempDataDir } from '../test/helpers/server-process.js';
-import { signedBodies } from './bench-events.js';
-import { runWrk, writeWrkScript } from './wrk-runner.js';
+import { startBenchService } from './bench-service.js';
+import { runWrk } from './wrk-runner.js';
 
 interface CpuProfile {
   nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
@@ -39,13 +38,8 @@ function topSelfTime(profile: CpuProfile, count: number): string[] {
 async function main(): Promise<void> {
   const scenario = process.argv[2] ?? 'single';
   const seconds = Number(process.argv[3] ?? 6);
-  const events = scenario === 'single' ? 1 : scenario === 'batch100' ? 100 : 1000;
   const profileDir = mkdtempSync(join(tmpdir(), 'ecapi-prof-'));
-  const dataDir = tempDataDir('ecapi-prof-data-');
-  const creds = await provision(dataDir, ['bench']);
-  await cliJson(dataDir, ['data-set', 'limits', 'bench', '--rps', '10000000', '--burst-rps', '20000000', '--burst-seconds', '1', '--eps', '1000000000']);
-  const server = await startServer({ dataDir, args: ['--workers', '1', '--no-worker'], nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] });
-  const script = writeWrkScript(dataDir, scenario, signedBodies('bench', creds.secret, events, events === 1 ? 5000 : 40), creds.keyId, 'bench');
+  const { server, script } = await startBenchService({ scenario, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] });
   const result = await runWrk(`https://127.0.0.1:${server.port}`, script, { seconds, connections: 50, threads: 2 });
   const metrics = await (await fetch(`http://127.0.0.1:${server.adminPort}/metrics`)).text();
   await server.stop();

@@ -20,6 +20,7 @@ import Database from 'better-sqlite3';
 import { cliJson, provision, startServer, tempDataDir, type ServerProcess } from '../test/helpers/server-process.js';
 import { signedBodies, type SignedBody } from './bench-events.js';
 import { ensureWrk, runWrk, writeWrkScript, type WrkResult } from './wrk-runner.js';
+import { UNLIMITED } from './bench-service.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
@@ -193,7 +194,7 @@ async function main(): Promise<void> {
   ensureWrk();
   const dataDir = tempDataDir('ecapi-bench-');
   const creds = await provision(dataDir, [DS]);
-  await cliJson(dataDir, ['data-set', 'limits', DS, '--rps', '10000000', '--burst-rps', '20000000', '--burst-seconds', '1', '--eps', '1000000000']);
+  await cliJson(dataDir, ['data-set', 'limits', DS, ...UNLIMITED]);
   // Let the service generate the TLS material the references reuse.
   await (await startServer({ dataDir, args: ['--workers', '1', '--no-worker'] })).stop();
 

@@ -6,9 +6,8 @@
  *   node packages/server/dist/bench/thread-cpu.js [single|batch100|batch1000] [--workers N] [more serve args]
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { cliJson, provision, startServer, tempDataDir } from '../test/helpers/server-process.js';
-import { signedBodies } from './bench-events.js';
-import { runWrk, writeWrkScript } from './wrk-runner.js';
+import { startBenchService } from './bench-service.js';
+import { runWrk } from './wrk-runner.js';
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
@@ -39,13 +38,8 @@ function machineTicks(): { busy: number; idle: number } {
 async function main(): Promise<void> {
   const scenario = process.argv[2] ?? 'single';
   const serveArgs = process.argv.slice(3);
-  const events = scenario === 'single' ? 1 : scenario === 'batch100' ? 100 : 1000;
   const seconds = 8;
-  const dataDir = tempDataDir('ecapi-thread-cpu-');
-  const creds = await provision(dataDir, ['bench']);
-  await cliJson(dataDir, ['data-set', 'limits', 'bench', '--rps', '10000000', '--burst-rps', '20000000', '--burst-seconds', '1', '--eps', '1000000000']);
-  const server = await startServer({ dataDir, args: ['--workers', '1', '--no-worker', ...serveArgs] });
-  const script = writeWrkScript(dataDir, scenario, signedBodies('bench', creds.secret, events, events === 1 ? 5000 : 40), creds.keyId, 'bench');
+  const { server, script, events } = await startBenchService({ scenario, serveArgs });
   const match = /ecapi-ingest|wrk/;
   const window = { from: 2000, to: 6000 };
   let before = new Map<string, number>();
