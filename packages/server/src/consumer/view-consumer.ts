@@ -18,10 +18,18 @@ import { applyRecords, type ApplyOptions, type BatchResult } from './view-applie
 /** The consumer's name in the offset table. */
 export const VIEW_CONSUMER = 'merged-view';
 
+/** Records read for a batch, and where the next read starts (past skipped records of other partitions). */
+export interface QueueBatch {
+  readonly records: QueueRecord[];
+  readonly nextSeq: number;
+}
+
 /** Where the consumer reads records; the embedded one is `sqlite-queue-source.ts`. */
 export interface QueueSource {
   /** Records from `fromSeq` on, in sequence order (empty when there are none yet). */
   read(fromSeq: number, limit: number): Promise<QueueRecord[]>;
+  /** Like read, and says how far it scanned (a partition's source skips other partitions' records). */
+  readBatch?(fromSeq: number, limit: number): Promise<QueueBatch>;
   close(): Promise<void>;
 }
 
@@ -48,15 +56,21 @@ export class ViewConsumer {
   /** Applies one batch; returns what it did (records: 0 when caught up). */
   async step(): Promise<BatchResult & { nextSeq: number }> {
     const from = await this.#store.offset(this.#name);
-    const records = await this.#source.read(from, this.#options.batchSize ?? DEFAULT_BATCH_SIZE);
-    if (records.length === 0) return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from };
-    const nextSeq = records[records.length - 1]!.seq + 1;
+    const limit = this.#options.batchSize ?? DEFAULT_BATCH_SIZE;
+    let records: QueueRecord[];
+    let nextSeq: number;
+    if (this.#source.readBatch) ({ records, nextSeq } = await this.#source.readBatch(from, limit));
+    else {
+      records = await this.#source.read(from, limit);
+      nextSeq = records.length > 0 ? records[records.length - 1]!.seq + 1 : from;
+    }
+    if (nextSeq === from) return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from };
     return this.#store.transaction(async (tx) => {
       if ((await tx.offset(this.#name)) !== from) {
         // Another consumer applied these meanwhile; start over from the new offset.
         return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from };
       }
-      const result = await applyRecords(tx, records, this.#options);
+      const result = records.length > 0 ? await applyRecords(tx, records, this.#options) : { records: 0, created: 0, merged: 0, discarded: 0 };
       await tx.setOffset(this.#name, nextSeq);
       return { ...result, nextSeq };
     });
@@ -65,9 +79,11 @@ export class ViewConsumer {
   /** Applies batches until the queue has nothing more. */
   async drain(): Promise<number> {
     let total = 0;
+    let at = -1;
     for (;;) {
       const result = await this.step();
-      if (result.records === 0) return total;
+      if (result.records === 0 && result.nextSeq === at) return total;
+      at = result.nextSeq;
       total += result.records;
     }
   }

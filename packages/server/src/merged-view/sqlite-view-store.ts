@@ -106,6 +106,18 @@ interface RecordRow extends SharedRecordRow {
   rowid?: number;
 }
 
+/** Keys grouped by data set, each group sorted. */
+function byDataSet<T extends { dataSetId: string }>(items: readonly T[], keyOf: (item: T) => string): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const item of items) {
+    let keys = out.get(item.dataSetId);
+    if (!keys) out.set(item.dataSetId, (keys = []));
+    keys.push(keyOf(item));
+  }
+  for (const keys of out.values()) keys.sort();
+  return out;
+}
+
 
 export class SqliteViewStore implements ViewStore {
   readonly #db: Database.Database;
@@ -126,6 +138,9 @@ export class SqliteViewStore implements ViewStore {
         'INSERT INTO consumer_offsets (consumer, next_seq) VALUES (?, ?) ON CONFLICT (consumer) DO UPDATE SET next_seq = excluded.next_seq',
       ),
       record: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key = ?'),
+      records: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key IN (SELECT value FROM json_each(?))'),
+      links: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier IN (SELECT value FROM json_each(?))'),
+      nodes: db.prepare('SELECT * FROM identity_nodes WHERE data_set_id = ? AND identity_key IN (SELECT value FROM json_each(?))'),
       upsertRecord: db.prepare(
         `INSERT INTO view_records (data_set_id, record_key, event_id, first_seq, last_seq, first_received_at, last_received_at,
            merged_count, identity_key, measurement_only, event)
@@ -136,7 +151,6 @@ export class SqliteViewStore implements ViewStore {
            merged_count = excluded.merged_count, identity_key = excluded.identity_key,
            measurement_only = excluded.measurement_only, event = excluded.event`,
       ),
-      link: db.prepare('SELECT identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier = ?').pluck(),
       insertLink: db.prepare('INSERT OR REPLACE INTO identity_identifiers (data_set_id, identifier, identity_key) VALUES (?, ?, ?)'),
       node: db.prepare('SELECT * FROM identity_nodes WHERE data_set_id = ? AND identity_key = ?'),
       upsertNode: db.prepare(
@@ -163,27 +177,29 @@ export class SqliteViewStore implements ViewStore {
     this.#tx = {
       offset: async (consumer) => (s.offset.get(consumer) as number | undefined) ?? 1,
       setOffset: async (consumer, nextSeq) => void s.setOffset.run(consumer, nextSeq),
+      // Bulk reads: one statement per data set over a JSON array of keys (json_each), the keys
+      // sorted so that the B-tree is walked in order. A few statements per batch instead of one
+      // call per key.
       loadRecords: async (refs: readonly RecordRef[]) => {
         const out = new Map<string, MergedRecord>();
-        for (const ref of refs) {
-          const row = s.record.get(ref.dataSetId, ref.recordKey) as RecordRow | undefined;
-          if (row) out.set(pairKey(ref.dataSetId, ref.recordKey), recordOf(row));
+        for (const [dataSetId, keys] of byDataSet(refs, (r) => r.recordKey)) {
+          for (const row of s.records.all(dataSetId, JSON.stringify(keys)) as RecordRow[]) out.set(pairKey(dataSetId, row.record_key), recordOf(row));
         }
         return out;
       },
       loadIdentifierLinks: async (pairs) => {
         const out = new Map<string, string>();
-        for (const p of pairs) {
-          const key = s.link.get(p.dataSetId, p.identifier) as string | undefined;
-          if (key !== undefined) out.set(pairKey(p.dataSetId, p.identifier), key);
+        for (const [dataSetId, identifiers] of byDataSet(pairs, (p) => p.identifier)) {
+          for (const row of s.links.all(dataSetId, JSON.stringify(identifiers)) as { identifier: string; identity_key: string }[]) {
+            out.set(pairKey(dataSetId, row.identifier), row.identity_key);
+          }
         }
         return out;
       },
       loadIdentities: async (pairs) => {
         const out = new Map<string, IdentityNode>();
-        for (const p of pairs) {
-          const row = s.node.get(p.dataSetId, p.identityKey) as NodeRow | undefined;
-          if (row) out.set(pairKey(p.dataSetId, p.identityKey), nodeOf(row));
+        for (const [dataSetId, keys] of byDataSet(pairs, (p) => p.identityKey)) {
+          for (const row of s.nodes.all(dataSetId, JSON.stringify(keys)) as NodeRow[]) out.set(pairKey(dataSetId, row.identity_key), nodeOf(row));
         }
         return out;
       },

@@ -48,7 +48,7 @@ export interface SegmentRow extends SegmentHeader {
 }
 
 /** The stored events of a row: inline, or read from the body log. */
-function rowEvents(row: SegmentRow, logDir: string): string | Buffer {
+export function rowEvents(row: SegmentRow, logDir: string): string | Buffer {
   // NULL: stored inline; undefined: a file older than the body log, not yet opened by a writer.
   if (typeof row.body_file !== 'number') return row.events;
   return readLoggedBody(logDir, { fileNo: row.body_file, offset: row.body_offset!, length: row.body_length! });
