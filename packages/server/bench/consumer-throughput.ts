@@ -6,7 +6,10 @@
  * batched ingest stores them, so most go to the body log), then times the consumer draining the
  * whole backlog from offset 1. The fill is not timed. Prints one JSON line.
  *
- *   node packages/server/dist/bench/consumer-throughput.js [events=1000000] [batch=default] [--keep-queue DIR]
+ *   node packages/server/dist/bench/consumer-throughput.js [events=1000000] [batch=2000] [--partitions P] [--keep-queue DIR]
+ *
+ * --partitions P: view partitions, each applied by a thread of its own, as `worker --view-partitions`
+ * (default: the worker's default). The two data sets fall in different partitions for P = 2 and 4.
  *
  * --keep-queue DIR: fill DIR/queue.db once and reuse it on later runs (same events), so that
  * before/after comparisons in one period skip the fill. Figures and the CPU profile: bench/README.md.
@@ -16,8 +19,10 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, availableParallelism } from 'node:os';
 import { SqliteEventQueue } from '../src/queue/sqlite-event-queue.js';
 import { SqliteViewStore } from '../src/merged-view/sqlite-view-store.js';
-import { SqliteQueueSource } from '../src/consumer/sqlite-queue-source.js';
-import { ViewConsumer } from '../src/consumer/view-consumer.js';
+import { viewPartitionFile } from '../src/merged-view/sqlite-view-layout.js';
+import { SqlitePartitions } from '../src/consumer/sqlite-partitions.js';
+import { DEFAULT_BATCH_SIZE } from '../src/consumer/view-consumer.js';
+import { DEFAULT_VIEW_PARTITIONS } from '../src/storage/sqlite-storage.js';
 import { consumerWorkload } from './consumer-events.js';
 
 const positional = process.argv.slice(2).filter((a, i, all) => !a.startsWith('--') && !(all[i - 1] ?? '').startsWith('--'));
@@ -28,6 +33,7 @@ const flag = (name: string) => {
 const EVENTS = Number(positional[0] ?? 1_000_000);
 const BATCH = positional[1] !== undefined ? Number(positional[1]) : undefined;
 const KEEP = flag('--keep-queue');
+const PARTITIONS = Number(flag('--partitions') ?? DEFAULT_VIEW_PARTITIONS);
 
 async function fillQueue(queueFile: string): Promise<void> {
   const queue = new SqliteEventQueue(queueFile);
@@ -58,32 +64,31 @@ try {
   mkdirSync(dir, { recursive: true });
   const queueFile = join(dir, 'queue.db');
   const viewFile = join(dir, 'view.db');
-  for (const f of [viewFile, `${viewFile}-wal`, `${viewFile}-shm`]) rmSync(f, { force: true });
+  for (let p = 0; p < 16; p++) for (const suffix of ['', '-wal', '-shm']) rmSync(viewPartitionFile(viewFile, p) + suffix, { force: true });
   if (!KEEP || !existsSync(queueFile)) await fillQueue(queueFile);
 
-  const store = new SqliteViewStore(viewFile);
-  const source = new SqliteQueueSource(queueFile);
-  const consumer = new ViewConsumer(store, source, { ...(BATCH ? { batchSize: BATCH } : {}), mergeWindowMs: () => 7 * 86_400_000 });
-  let peakRss = 0;
-  const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage.rss())), 250);
+  const first = new SqliteViewStore(viewFile);
+  first.fixPartitions(PARTITIONS);
+  await first.close();
+  const partitions = new SqlitePartitions({ queueFile, viewFile, partitions: PARTITIONS, batchSize: BATCH ?? DEFAULT_BATCH_SIZE, windows: () => [] });
   const started = performance.now();
   const cpu0 = process.cpuUsage();
-  const applied = await consumer.drain();
+  const applied = await partitions.drain();
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpu0);
-  clearInterval(sampler);
-  await source.close();
-  await store.close();
+  await partitions.release();
   console.log(JSON.stringify({
     bench: 'consumer-throughput',
     store: 'sqlite',
     events: applied,
-    batch_size: BATCH ?? null,
+    batch_size: BATCH ?? DEFAULT_BATCH_SIZE,
+    partitions: PARTITIONS,
     seconds: Math.round(seconds * 1000) / 1000,
     events_per_second: Math.round(applied / seconds),
     // CPU of this process (all its threads) per applied event: steadier than the rate on a shared machine.
     cpu_us_per_event: Math.round(((cpu.user + cpu.system) / Math.max(1, applied)) * 10) / 10,
-    peak_rss_mb: Math.round(peakRss / 1048576),
+    // Peak RSS of the whole process (threads included; the queue fill is in it when it ran here).
+    peak_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024),
     cpus: availableParallelism(),
     node: process.version,
   }));

@@ -8,6 +8,7 @@ import { parseSince, StatsReader } from '../analytics/stats-reader.js';
 import type { StatsDocument, StatsFigures } from '../analytics/hourly.js';
 import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
 import { runViewWorker } from '../consumer/view-worker.js';
+import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
 import { createLogger } from '../observability/logger.js';
@@ -70,10 +71,18 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
     .addOption(new Option('--batch-size <n>', 'queue records per transaction').default('2000'))
     .addOption(new Option('--retention <duration>', 'delete queue records the merged view has applied and older than this (0 keeps them)').env('ECAPI_QUEUE_RETENTION').default('7d'))
     .addOption(new Option('--retention-every <duration>', 'how often retention runs').default('1m'))
-    .action((opts: { batchSize: string; retention: string; retentionEvery: string }) => {
+    .addOption(
+      new Option('--view-partitions <n>', 'embedded profile: view partitions (data sets spread over n files, applied by n threads); fixed when the view is first consumed')
+        .env('ECAPI_VIEW_PARTITIONS'),
+    )
+    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewPartitions?: string }) => {
       const g = ctx.globals();
       const batchSize = Number(opts.batchSize);
       if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) throw new CliError(`invalid batch size "${opts.batchSize}"`);
+      const viewPartitions = opts.viewPartitions === undefined ? undefined : Number(opts.viewPartitions);
+      if (viewPartitions !== undefined && (!Number.isInteger(viewPartitions) || viewPartitions < 1 || viewPartitions > MAX_VIEW_PARTITIONS)) {
+        throw new CliError(`invalid view partition count "${opts.viewPartitions}" (1 to ${MAX_VIEW_PARTITIONS})`);
+      }
       const retentionMs = opts.retention === '0' ? 0 : parseDurationMs(opts.retention);
       const retentionEveryMs = parseDurationMs(opts.retentionEvery);
       const logger = createLogger();
@@ -97,7 +106,10 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         }
       });
       ctx.keepAlive(
-        runViewWorker({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs }).finally(() => logger.flush()),
+        runViewWorker({
+          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs,
+          ...(viewPartitions !== undefined ? { viewPartitions } : {}),
+        }).finally(() => logger.flush()),
       );
     });
   worker

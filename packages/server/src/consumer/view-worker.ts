@@ -2,8 +2,9 @@
  * `ecapi-ingest worker`: the consumer process of one environment. `serve` starts one as a child
  * process (consumer-supervisor.ts) unless `--no-worker`; it can also run on its own.
  *
- * It reads queue.db read-only and writes only view.db, so a slow consumer never slows ingest: the
- * queue's commits never wait for it, and its lag is visible (`worker status`, admin /metrics).
+ * It reads queue.db and writes the view files; it writes queue.db only to prune applied records
+ * (retention), never what ingest appends, so a slow consumer never slows ingest: the queue's commits
+ * never wait for it, and its lag is visible (`worker status`, admin /metrics).
  */
 import type { Environment } from '../config.js';
 import { DEFAULT_POLICY } from '../control/data-set-policy.js';
@@ -27,6 +28,10 @@ export class MergeWindows {
     this.#windows = next;
   }
 
+  entries(): [string, number][] {
+    return [...this.#windows];
+  }
+
   mergeWindowMs(dataSetId: string): number {
     return this.#windows.get(dataSetId) ?? DEFAULT_POLICY.mergeWindowSeconds * 1000;
   }
@@ -41,6 +46,8 @@ export interface ViewWorkerOptions {
   /** Resolves when the worker must stop; the batch in progress completes first. */
   readonly stopped: Promise<void>;
   readonly batchSize?: number;
+  /** Embedded profile: view partitions applied in parallel, fixed when the view is first consumed. */
+  readonly viewPartitions?: number;
   readonly pollMs?: number;
   /** Consumed queue records older than this are deleted; 0 keeps everything. */
   readonly retentionMs?: number;
@@ -60,7 +67,9 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
       ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
       ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
       ...(options.retentionEveryMs !== undefined ? { retentionEveryMs: options.retentionEveryMs } : {}),
+      ...(options.viewPartitions !== undefined ? { viewPartitions: options.viewPartitions } : {}),
       mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
+      mergeWindows: () => windows.entries(),
       onTick: () => windows.refresh(),
     });
   } finally {

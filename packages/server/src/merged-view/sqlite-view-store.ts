@@ -30,6 +30,7 @@ import {
   type ViewStore,
   type ViewTransaction,
 } from './view-store.js';
+import { fixViewPartitions, LAYOUT_SCHEMA, recordedViewPartitions } from './sqlite-view-layout.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 
 export const VIEW_SCHEMA = `
@@ -75,6 +76,7 @@ CREATE TABLE IF NOT EXISTS consumer_offsets (
   consumer TEXT PRIMARY KEY,
   next_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
+${LAYOUT_SCHEMA}
 CREATE TABLE IF NOT EXISTS consumer_heartbeats (
   consumer TEXT PRIMARY KEY,
   pid INTEGER NOT NULL,
@@ -230,6 +232,16 @@ export class SqliteViewStore implements ViewStore {
         }
       },
     };
+  }
+
+  /** The view's partition count: recorded in this file (partition 0), else `requested`, recorded now. */
+  fixPartitions(requested: number): number {
+    return fixViewPartitions(this.#db, requested);
+  }
+
+  /** The recorded partition count (this file is partition 0), or null while none is. */
+  recordedPartitions(): number | null {
+    return recordedViewPartitions(this.#db);
   }
 
   async transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {

@@ -1,6 +1,8 @@
 /**
- * The embedded profile: the existing SQLite classes, unchanged, behind the Storage interface.
- * Files live under `<data-dir>/<env>/` exactly as before (config.ts).
+ * The embedded profile: the SQLite classes behind the Storage interface. Files live under
+ * `<data-dir>/<env>/` (config.ts). For the consumer it provides the partition assignment (all the
+ * view's partitions, consumer/sqlite-partitions.ts), the view store and queue pruning; the loop
+ * itself is consumer/consumer-loop.ts, shared with PostgreSQL.
  */
 import { ingestStatsDbFile, queueDbFile, viewDbFile, controlDbFile, type Environment } from '../config.js';
 import type { ControlPlane } from '../control/control-plane.js';
@@ -10,13 +12,19 @@ import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { SqliteEventQueue } from '../queue/sqlite-event-queue.js';
 import { openQueueDatabase, readRecords } from '../queue/sqlite-queue-store.js';
 import { SqliteQueueRetention } from '../queue/sqlite-queue-retention.js';
+import { SqliteIngestStatsStore } from '../merged-view/sqlite-view-store.js';
+import { SqlitePartitionedView } from '../merged-view/partitioned-view-store.js';
+import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
+import type { IngestStatsStore } from '../merged-view/view-store.js';
+import { lagOf, SqliteQueueSource } from '../consumer/sqlite-queue-source.js';
+import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
+import { runConsumerLoop } from '../consumer/consumer-loop.js';
+import { SqlitePartitions } from '../consumer/sqlite-partitions.js';
 
 /** How often the consumer prunes the queue (when a retention is set). */
 const RETENTION_EVERY_MS = 60_000;
-import { SqliteIngestStatsStore, SqliteViewStore } from '../merged-view/sqlite-view-store.js';
-import type { IngestStatsStore } from '../merged-view/view-store.js';
-import { lagOf, SqliteQueueSource } from '../consumer/sqlite-queue-source.js';
-import { runConsumerLoop, VIEW_CONSUMER, ViewConsumer } from '../consumer/view-consumer.js';
+/** View partitions (consumer threads) of a new view. */
+export const DEFAULT_VIEW_PARTITIONS = 2;
 import type { ConsumerRunOptions, QueueReader, Storage } from './storage.js';
 
 export class SqliteStorage implements Storage {
@@ -25,7 +33,7 @@ export class SqliteStorage implements Storage {
   readonly #dataDir: string;
   readonly #env: Environment;
   #control: ControlPlane | null = null;
-  #view: SqliteViewStore | null = null;
+  #view: SqlitePartitionedView | null = null;
   #source: SqliteQueueSource | null = null;
   readonly #closables: { close(): Promise<void> }[] = [];
 
@@ -78,8 +86,8 @@ export class SqliteStorage implements Storage {
     };
   }
 
-  viewStore(): SqliteViewStore {
-    return (this.#view ??= new SqliteViewStore(viewDbFile(this.#dataDir, this.#env)));
+  viewStore(): SqlitePartitionedView {
+    return (this.#view ??= new SqlitePartitionedView(viewDbFile(this.#dataDir, this.#env)));
   }
 
   ingestStats(options: { busyTimeoutMs?: number } = {}): IngestStatsStore {
@@ -97,38 +105,53 @@ export class SqliteStorage implements Storage {
   }
 
   async runConsumer(options: ConsumerRunOptions): Promise<void> {
-    const store = this.viewStore();
+    const view = this.viewStore();
     const queueFile = queueDbFile(this.#dataDir, this.#env);
-    const source = new SqliteQueueSource(queueFile);
-    // The consumer knows what was applied, so it prunes the queue (queue/sqlite-queue-retention.ts).
+    const requested = options.viewPartitions ?? DEFAULT_VIEW_PARTITIONS;
+    if (!Number.isInteger(requested) || requested < 1 || requested > MAX_VIEW_PARTITIONS) throw new Error(`view partitions must be 1 to ${MAX_VIEW_PARTITIONS}`);
+    const partitions = view.first.fixPartitions(requested);
+    if (partitions !== requested && options.viewPartitions !== undefined) {
+      options.logger.warn({ requested, partitions }, 'the view was created with another partition count; keeping it (delete the view files to change it)');
+    }
+    const assignment = new SqlitePartitions({
+      queueFile,
+      viewFile: viewDbFile(this.#dataDir, this.#env),
+      partitions,
+      batchSize: options.batchSize,
+      windows: options.mergeWindows ?? (() => []),
+    });
+    // The consumer knows what was applied (the lowest partition offset), so it prunes the queue
+    // (queue/sqlite-queue-retention.ts).
     const retentionMs = options.retentionMs ?? 0;
     const retention = retentionMs > 0 ? new SqliteQueueRetention(queueFile) : null;
-    let lastRetention = 0;
-    const pruneQueue = async () => {
-      if (!retention || Date.now() - lastRetention < (options.retentionEveryMs ?? RETENTION_EVERY_MS)) return;
-      lastRetention = Date.now();
-      const round = retention.run(await store.offset(VIEW_CONSUMER), retentionMs);
-      if (round.segmentsDeleted > 0 || round.filesDeleted > 0) {
-        options.logger.info({ deleted_segments: round.segmentsDeleted, deleted_body_files: round.filesDeleted }, 'queue retention');
-      }
-    };
-    const consumer = new ViewConsumer(store, source, { batchSize: options.batchSize, mergeWindowMs: options.mergeWindowMs });
-    options.logger.info({ env: this.#env, pid: process.pid, next_seq: await store.offset(VIEW_CONSUMER) }, 'consumer started');
+    options.logger.info({ env: this.#env, pid: process.pid, partitions, next_seq: await view.offset(VIEW_CONSUMER) }, 'consumer started');
     try {
-      await runConsumerLoop(consumer, {
+      await runConsumerLoop(assignment, {
         logger: options.logger,
         stopped: options.stopped,
         ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
         onTick: async () => {
           await options.onTick?.();
-          await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
-          await pruneQueue();
+          assignment.windowsChanged();
+          await view.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
         },
+        ...(retention
+          ? {
+              retention: {
+                everyMs: options.retentionEveryMs ?? RETENTION_EVERY_MS,
+                run: async () => {
+                  const round = retention.run(await view.offset(VIEW_CONSUMER), retentionMs);
+                  if (round.segmentsDeleted > 0 || round.filesDeleted > 0) {
+                    options.logger.info({ deleted_segments: round.segmentsDeleted, deleted_body_files: round.filesDeleted }, 'queue retention');
+                  }
+                },
+              },
+            }
+          : {}),
       });
     } finally {
-      await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: 0 }).catch(() => undefined);
+      await view.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: 0 }).catch(() => undefined);
       retention?.close();
-      await source.close();
     }
   }
 

@@ -31,6 +31,10 @@ export interface ConsumerRunOptions {
   readonly batchSize: number;
   readonly pollMs?: number;
   readonly mergeWindowMs: (dataSetId: string) => number;
+  /** The same windows as entries (data set, ms), for partitions applied in other threads. */
+  readonly mergeWindows?: () => readonly [string, number][];
+  /** Embedded profile: view partitions (threads) when the view is first consumed (default 2). */
+  readonly viewPartitions?: number;
   /** Every few seconds: refresh merge windows and the like. */
   readonly onTick?: () => Promise<void>;
   /** Queue retention (ms): consumed records older than this are deleted. */

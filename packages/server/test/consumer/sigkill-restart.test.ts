@@ -1,6 +1,7 @@
 /**
  * A consumer killed with SIGKILL at random points and restarted ends in exactly the state of an
- * uninterrupted run over the same queue: merged records, identities, counters and offset.
+ * uninterrupted run over the same queue: merged records, identities, counters and offsets, with
+ * the view in 1, 2 or 4 partitions (threads) on either side.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -41,8 +42,8 @@ async function fillQueue(dataDir: string): Promise<number> {
   return EVENTS;
 }
 
-function startWorker(dataDir: string): ChildProcess {
-  return spawn(process.execPath, [BIN, '--data-dir', dataDir, 'worker'], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ECAPI_LOG_LEVEL: 'warn' } });
+function startWorker(dataDir: string, partitions: number): ChildProcess {
+  return spawn(process.execPath, [BIN, '--data-dir', dataDir, 'worker', '--view-partitions', String(partitions)], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ECAPI_LOG_LEVEL: 'warn' } });
 }
 
 async function lagOf(dataDir: string) {
@@ -54,8 +55,8 @@ async function lagOf(dataDir: string) {
   }
 }
 
-async function runUntilCaughtUp(dataDir: string): Promise<void> {
-  const child = startWorker(dataDir);
+async function runUntilCaughtUp(dataDir: string, partitions: number): Promise<void> {
+  const child = startWorker(dataDir, partitions);
   const deadline = Date.now() + 60_000;
   while ((await lagOf(dataDir)).lag_records > 0) {
     assert.ok(Date.now() < deadline, 'consumer did not catch up within 60 s');
@@ -66,42 +67,53 @@ async function runUntilCaughtUp(dataDir: string): Promise<void> {
   assert.equal(code, 0);
 }
 
-test('SIGKILL at random points, restart: the same view as an uninterrupted run', { timeout: 180_000 }, async () => {
+test('SIGKILL at random points, restart: the same view as an uninterrupted run, with 1, 2 and 4 partitions', { timeout: 300_000 }, async () => {
   const reference = tempDataDir('ecapi-sigkill-ref-');
   await cliJson(reference, ['data-set', 'create', 'ds-a']);
   await cliJson(reference, ['data-set', 'create', 'ds-b']);
   await cliJson(reference, ['data-set', 'policy', 'ds-b', '--merge-window', '1h']);
   await fillQueue(reference);
-  const killed = tempDataDir('ecapi-sigkill-run-');
-  cpSync(reference, killed, { recursive: true });
+  const copies = [1, 2, 4].map((partitions) => {
+    const dir = tempDataDir(`ecapi-sigkill-run${partitions}-`);
+    cpSync(reference, dir, { recursive: true });
+    return { dir, partitions };
+  });
 
-  await runUntilCaughtUp(reference);
-
-  // Kill while the consumer is making progress: once its offset has moved, after a random delay.
-  const rand = prng(Date.now() & 0xffff);
-  let kills = 0;
-  for (let i = 0; i < 6; i++) {
-    const before = (await lagOf(killed)).next_seq;
-    const child = startWorker(killed);
-    const deadline = Date.now() + 30_000;
-    while ((await lagOf(killed)).next_seq === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    await new Promise((r) => setTimeout(r, Math.floor(rand() * 150)));
-    child.kill('SIGKILL');
-    await once(child, 'exit');
-    const lag = await lagOf(killed);
-    if (lag.lag_records === 0) break;
-    kills++;
-  }
-  await runUntilCaughtUp(killed);
-  assert.ok(kills >= 2, `expected at least 2 kills before the consumer caught up, got ${kills}`);
-
+  await runUntilCaughtUp(reference, 1);
   const expected = dumpView(viewDbFile(reference, 'production'));
-  const actual = dumpView(viewDbFile(killed, 'production'));
-  assert.equal((expected.consumer_offsets[0] as { next_seq: number }).next_seq, EVENTS + 1);
+  assert.deepEqual(expected.consumer_offsets, [{ partition: 0, consumer: 'merged-view', next_seq: EVENTS + 1 }]);
   assert.ok((expected.view_counters as { name: string }[]).some((c) => c.name === 'discarded'), 'the merge window discarded something');
   assert.ok((expected.identity_nodes as { parent: string | null }[]).some((n) => n.parent !== null), 'some identities were joined');
-  for (const table of Object.keys(expected)) {
-    assert.equal(actual[table]!.length, expected[table]!.length, `${table} row count`);
-    assert.deepEqual(actual[table], expected[table], table);
+
+  for (const { dir: killed, partitions } of copies) {
+    // Kill while the consumer is making progress: once its offset has moved, after a random delay.
+    const rand = prng(Date.now() & 0xffff);
+    let kills = 0;
+    for (let i = 0; i < 6; i++) {
+      const before = (await lagOf(killed)).next_seq;
+      const child = startWorker(killed, partitions);
+      const deadline = Date.now() + 30_000;
+      while ((await lagOf(killed)).next_seq === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await new Promise((r) => setTimeout(r, Math.floor(rand() * 150)));
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+      const lag = await lagOf(killed);
+      if (lag.lag_records === 0) break;
+      kills++;
+    }
+    await runUntilCaughtUp(killed, partitions);
+    assert.ok(kills >= 1, `P=${partitions}: expected at least one kill before the consumer caught up, got ${kills}`);
+
+    const actual = dumpView(viewDbFile(killed, 'production'));
+    assert.deepEqual(
+      actual.consumer_offsets,
+      Array.from({ length: partitions }, (_, partition) => ({ partition, consumer: 'merged-view', next_seq: EVENTS + 1 })),
+      `P=${partitions}: every partition's offset is past the queue`,
+    );
+    for (const table of Object.keys(expected)) {
+      if (table === 'consumer_offsets') continue;
+      assert.equal(actual[table]!.length, expected[table]!.length, `P=${partitions}: ${table} row count`);
+      assert.deepEqual(actual[table], expected[table], `P=${partitions}: ${table}`);
+    }
   }
 });

@@ -5,8 +5,9 @@
 import Database from 'better-sqlite3';
 import type { QueueRecord } from '../../src/queue/event-queue.js';
 import type { QueueSource } from '../../src/consumer/view-consumer.js';
+import { viewPartitionFile } from '../../src/merged-view/sqlite-view-layout.js';
 
-export function dumpView(file: string): Record<string, unknown[]> {
+function dumpFile(file: string): Record<string, unknown[]> {
   const db = new Database(file, { readonly: true });
   try {
     return {
@@ -19,6 +20,44 @@ export function dumpView(file: string): Record<string, unknown[]> {
   } finally {
     db.close();
   }
+}
+
+/** The view's partition count as recorded in view.db (1 for a view without a layout). */
+export function viewPartitionsOf(file: string): number {
+  const db = new Database(file, { readonly: true });
+  try {
+    const hasTable = db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'view_layout'").get() !== undefined;
+    return hasTable ? ((db.prepare('SELECT partitions FROM view_layout').pluck().get() as number | undefined) ?? 1) : 1;
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * The view of `file` (view.db) and its partition files together: the rows of every partition,
+ * ordered by primary key, so that views with different partition counts compare equal when they
+ * hold the same state. `consumer_offsets` keeps one row per partition (with its partition number).
+ */
+export function dumpView(file: string): Record<string, unknown[]> {
+  const parts = viewPartitionsOf(file);
+  const dumps = Array.from({ length: parts }, (_, p) => dumpFile(viewPartitionFile(file, p)));
+  const byKey = (keys: string[]) => (a: Record<string, unknown>, b: Record<string, unknown>) => {
+    for (const k of keys) {
+      const x = a[k] as string | number;
+      const y = b[k] as string | number;
+      if (x < y) return -1;
+      if (x > y) return 1;
+    }
+    return 0;
+  };
+  const merged = (table: string, keys: string[]) => dumps.flatMap((d) => d[table]! as Record<string, unknown>[]).sort(byKey(keys));
+  return {
+    view_records: merged('view_records', ['data_set_id', 'record_key']),
+    identity_nodes: merged('identity_nodes', ['data_set_id', 'identity_key']),
+    identity_identifiers: merged('identity_identifiers', ['data_set_id', 'identifier']),
+    view_counters: merged('view_counters', ['data_set_id', 'hour', 'name']),
+    consumer_offsets: dumps.flatMap((d, partition) => (d.consumer_offsets as Record<string, unknown>[]).map((row) => ({ partition, ...row }))),
+  };
 }
 
 /** A queue held in memory, for consumer tests that need no queue file. */

@@ -1,0 +1,145 @@
+/**
+ * The one consumer loop, over a partition assignment, for both profiles.
+ *
+ * A partition is anything with a `step()` that applies one batch of its records and its offset in
+ * one transaction (view-consumer.ts): the embedded profile assigns all its view partitions (each
+ * stepped in a worker thread of its own, sqlite-partition-thread.ts), PostgreSQL the partitions
+ * this worker holds a lease on. The loop runs one lane per assigned partition, concurrently:
+ * a lane steps until its partition has nothing new, then polls; a failed batch is retried with
+ * exponential backoff (250 ms doubling to 30 s) without holding up the other lanes. Beside the
+ * lanes, the control part re-reads the assignment (lease renewal), runs the tick (heartbeat,
+ * merge-window refresh), schedules retention, and logs progress every 10 s (counts only, never
+ * identifiers or contents). On stop, each lane finishes the batch in progress; then the
+ * assignment is released (leases given back).
+ *
+ * The loop holds no state that matters for correctness: offsets live with the view, so a process
+ * killed at any point is simply started again.
+ */
+import type { Logger } from '../observability/logger.js';
+import type { StepResult } from './view-consumer.js';
+
+export interface PartitionStepper {
+  /** For logs, e.g. `p01`. */
+  readonly name: string;
+  step(): Promise<StepResult>;
+}
+
+export interface PartitionAssignment {
+  /** The partitions to apply from now on; called at start and every `refreshMs`. */
+  refresh(): Promise<readonly PartitionStepper[]>;
+  readonly refreshMs?: number;
+  /** After the last batch: give the partitions back (leases), stop threads. */
+  release?(): Promise<void>;
+}
+
+export interface ConsumerLoopOptions {
+  readonly logger: Logger;
+  /** Resolves when the loop must stop (after the batches in progress). */
+  readonly stopped: Promise<void>;
+  /** Idle poll interval of a lane (default 100 ms). */
+  readonly pollMs?: number;
+  /** Heartbeat, merge-window refresh; every `tickMs` (default 2 s). */
+  readonly onTick?: () => Promise<void> | void;
+  readonly tickMs?: number;
+  /** Queue retention, every `everyMs` (first run one period after start). */
+  readonly retention?: { readonly everyMs: number; run(): Promise<void> };
+}
+
+export async function runConsumerLoop(assignment: PartitionAssignment, options: ConsumerLoopOptions): Promise<void> {
+  const { logger } = options;
+  const pollMs = options.pollMs ?? 100;
+  const tickMs = options.tickMs ?? 2000;
+  const refreshMs = assignment.refreshMs ?? Number.POSITIVE_INFINITY;
+  let stop = false;
+  const wakers = new Set<() => void>();
+  void options.stopped.then(() => {
+    stop = true;
+    for (const wake of [...wakers]) wake();
+  });
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (stop) return resolve();
+      const done = () => {
+        clearTimeout(timer);
+        wakers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      wakers.add(done);
+    });
+
+  const totals = { records: 0, created: 0, merged: 0, discarded: 0 };
+  const lanes = new Map<PartitionStepper, Promise<void>>();
+  let assigned = new Set<PartitionStepper>();
+
+  const lane = async (partition: PartitionStepper) => {
+    let failures = 0;
+    while (!stop && assigned.has(partition)) {
+      let result: StepResult;
+      try {
+        result = await partition.step();
+        failures = 0;
+      } catch (error) {
+        failures++;
+        const delay = Math.min(30_000, 250 * 2 ** Math.min(failures, 7));
+        logger.error({ err: { message: (error as Error).message }, partition: partition.name, retry_in_ms: delay }, 'consumer batch failed; retrying');
+        await sleep(delay);
+        continue;
+      }
+      totals.records += result.records;
+      totals.created += result.created;
+      totals.merged += result.merged;
+      totals.discarded += result.discarded;
+      if (!result.moved) await sleep(pollMs);
+      else await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  };
+
+  const reassign = async () => {
+    const next = new Set(await assignment.refresh());
+    const before = [...assigned].map((p) => p.name).sort().join(',');
+    assigned = next;
+    for (const partition of next) {
+      if (!lanes.has(partition)) lanes.set(partition, lane(partition).finally(() => lanes.delete(partition)));
+    }
+    const after = [...next].map((p) => p.name).sort().join(',');
+    if (before !== after) logger.info({ partitions: after }, 'consumer partitions changed');
+  };
+
+  let lastRefresh = Number.NEGATIVE_INFINITY;
+  let lastTick = 0;
+  let lastRetention = Number.NEGATIVE_INFINITY;
+  let lastReport = Date.now();
+  try {
+    while (!stop) {
+      const now = Date.now();
+      if (now - lastRefresh >= refreshMs) {
+        lastRefresh = now;
+        await reassign().catch((error: Error) => logger.error({ err: { message: error.message } }, 'consumer assignment failed; retrying'));
+      }
+      if (options.onTick && now - lastTick >= tickMs) {
+        lastTick = now;
+        try {
+          await options.onTick();
+        } catch (error) {
+          logger.warn({ err: { message: (error as Error).message } }, 'consumer tick failed');
+        }
+      }
+      if (options.retention && now - lastRetention >= options.retention.everyMs) {
+        lastRetention = now;
+        await options.retention.run().catch((error: Error) => logger.error({ err: { message: error.message } }, 'queue retention failed'));
+      }
+      if (now - lastReport >= 10_000 && totals.records > 0) {
+        logger.info({ ...totals }, 'consumer progress');
+        totals.records = totals.created = totals.merged = totals.discarded = 0;
+        lastReport = now;
+      }
+      await sleep(Math.min(250, tickMs, refreshMs));
+    }
+  } finally {
+    stop = true;
+    for (const wake of [...wakers]) wake();
+    await Promise.allSettled([...lanes.values()]);
+    await assignment.release?.();
+  }
+}

@@ -1,0 +1,20 @@
+/**
+ * Partitioning of the asynchronous side by data set. Everything the merged view keeps is per data
+ * set (records, identities, counters): no rule ever relates two data sets, so partitions by data
+ * set can be applied in parallel, each in queue order, with no coordination and no cross-partition
+ * identity problem (an identifier links events of one data set only). FNV-1a: stable across
+ * processes, versions and machines.
+ */
+export function dataSetHash(dataSetId: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < dataSetId.length; i++) {
+    hash ^= dataSetId.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash;
+}
+
+/** The partition (0 … count-1) of a data set. */
+export function partitionOf(dataSetId: string, count: number): number {
+  return dataSetHash(dataSetId) % count;
+}

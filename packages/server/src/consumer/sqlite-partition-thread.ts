@@ -1,0 +1,49 @@
+/**
+ * One partition of the embedded view, applied in a worker thread of its own: its own SQLite
+ * writer (its view file), its own queue reader (which skips other partitions' segments without
+ * parsing them), its own offset. The consumer loop (consumer-loop.ts) runs in the main thread of
+ * the worker process and asks this thread for one batch at a time (`step`), so stopping, backoff
+ * and scheduling stay in one place; the thread only applies batches.
+ *
+ * Messages: {type: 'windows', windows} (merge windows by data set, sent before the first step and
+ * after every refresh), {type: 'step', id} → {id, result} or {id, error}, {type: 'close'}.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { DEFAULT_POLICY } from '../control/data-set-policy.js';
+import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
+import { partitionOf } from './data-set-partition.js';
+import { SqliteQueueSource } from './sqlite-queue-source.js';
+import { ViewConsumer } from './view-consumer.js';
+
+export interface PartitionThreadData {
+  readonly queueFile: string;
+  readonly viewFile: string;
+  readonly partition: number;
+  readonly partitions: number;
+  readonly batchSize: number;
+}
+
+export type PartitionThreadMessage =
+  | { readonly type: 'windows'; readonly windows: readonly [string, number][] }
+  | { readonly type: 'step'; readonly id: number }
+  | { readonly type: 'close' };
+
+const data = workerData as PartitionThreadData;
+const port = parentPort!;
+const store = new SqliteViewStore(data.viewFile);
+const source = new SqliteQueueSource(data.queueFile, { accept: (dataSetId) => partitionOf(dataSetId, data.partitions) === data.partition });
+let windows = new Map<string, number>();
+const defaultWindowMs = DEFAULT_POLICY.mergeWindowSeconds * 1000;
+const consumer = new ViewConsumer(store, source, { batchSize: data.batchSize, mergeWindowMs: (dataSetId) => windows.get(dataSetId) ?? defaultWindowMs });
+
+port.on('message', (message: PartitionThreadMessage) => {
+  if (message.type === 'windows') windows = new Map(message.windows);
+  else if (message.type === 'step') {
+    consumer.step().then(
+      (result) => port.postMessage({ id: message.id, result }),
+      (error: Error) => port.postMessage({ id: message.id, error: error.message }),
+    );
+  } else if (message.type === 'close') {
+    void source.close().then(() => store.close()).finally(() => port.close());
+  }
+});
