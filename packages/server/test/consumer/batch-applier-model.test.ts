@@ -1,8 +1,9 @@
 /**
  * Model-based test of the batch applier: random queues (re-sends, events without id, shared and
  * changing identifiers, two data sets with different merge windows, arrivals over several hours,
- * measurement-only events) applied by the real consumer on a real SQLite view store, with random
- * batch sizes and batches that fail before their commit (and are applied again), must give what a
+ * measurement-only events) applied by the real consumer on real SQLite view stores, with random
+ * batch sizes, 1, 2 or 4 partitions stepped in a random interleaving, and batches that fail before
+ * their commit (and are applied again), must give, read through the partitioned view, what a
  * naive record-at-a-time reference of the README's rules gives (test/helpers/reference-view.ts):
  * every merged record, every identity key, every counter.
  */
@@ -11,10 +12,11 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
-import { ViewConsumer } from '../../src/consumer/view-consumer.js';
+import { ViewConsumer, type QueueBatch, type QueueSource } from '../../src/consumer/view-consumer.js';
+import { partitionOf } from '../../src/consumer/data-set-partition.js';
+import { PartitionedViewStore } from '../../src/merged-view/partitioned-view-store.js';
 import type { ViewStore } from '../../src/merged-view/view-store.js';
 import type { QueueRecord } from '../../src/queue/event-queue.js';
-import { ArrayQueueSource } from '../helpers/view-dump.js';
 import { ReferenceView } from '../helpers/reference-view.js';
 import { tempDataDir } from '../helpers/server-process.js';
 
@@ -95,23 +97,51 @@ function failingStore(store: ViewStore, failNext: () => boolean): ViewStore {
   });
 }
 
-async function applyAll(store: ViewStore, records: QueueRecord[], batchSize: number, failures: boolean[]): Promise<void> {
-  const source = new ArrayQueueSource();
-  for (const r of records) source.push(r);
+/** The queue as one partition sees it: other partitions' records skipped, the offset moved past them. */
+class PartitionSource implements QueueSource {
+  constructor(private readonly records: readonly QueueRecord[], private readonly accept: (dataSetId: string) => boolean) {}
+  async read(fromSeq: number, limit: number): Promise<QueueRecord[]> {
+    return (await this.readBatch(fromSeq, limit)).records;
+  }
+  async readBatch(fromSeq: number, limit: number): Promise<QueueBatch> {
+    const out: QueueRecord[] = [];
+    let nextSeq = fromSeq;
+    for (const r of this.records) {
+      if (r.seq < fromSeq) continue;
+      if (out.length === limit) break;
+      if (this.accept(r.data_set_id)) out.push(r);
+      nextSeq = r.seq + 1;
+    }
+    return { records: out, nextSeq };
+  }
+  async close(): Promise<void> {}
+}
+
+/**
+ * Applies the queue with `stores.length` partitions (one consumer per partition, stepped in the
+ * order `schedule` says, batches failing as `failures` says) until every partition is done.
+ */
+async function applyAll(stores: ViewStore[], records: QueueRecord[], batchSize: number, failures: boolean[], schedule: number[]): Promise<void> {
   let f = 0;
-  const consumer = new ViewConsumer(failingStore(store, () => failures[f++ % Math.max(1, failures.length)] === true && f <= failures.length), source, {
-    batchSize,
-    mergeWindowMs: windowMs,
-  });
-  for (let guard = 0; guard < 10_000; guard++) {
+  const failNext = () => f < failures.length && failures[f++] === true;
+  const consumers = stores.map((store, partition) =>
+    new ViewConsumer(failingStore(store, failNext), new PartitionSource(records, (ds) => partitionOf(ds, stores.length) === partition), {
+      batchSize,
+      mergeWindowMs: windowMs,
+    }));
+  const done = new Set<number>();
+  for (let turn = 0; done.size < consumers.length; turn++) {
+    assert.ok(turn < 100_000, 'consumers did not finish');
+    const pending = consumers.map((_, p) => p).filter((p) => !done.has(p));
+    const partition = pending[(schedule.length > 0 ? schedule[turn % schedule.length]! + turn : turn) % pending.length]!;
     try {
-      if ((await consumer.drain()) === 0 && (await store.offset('merged-view')) === records.length + 1) return;
+      const result = await consumers[partition]!.step();
+      if (!result.moved) done.add(partition);
     } catch {
       // the batch rolled back; the consumer reads it again
     }
-    if ((await store.offset('merged-view')) === records.length + 1) return;
   }
-  assert.fail('consumer did not finish');
+  for (const store of stores) assert.equal(await store.offset('merged-view'), records.length + 1);
 }
 
 async function assertMatchesReference(store: ViewStore, records: QueueRecord[]): Promise<void> {
@@ -158,7 +188,7 @@ async function assertMatchesReference(store: ViewStore, records: QueueRecord[]):
   assert.equal(exported, reference.records.size);
 }
 
-test('batch applier = record-at-a-time reference, whatever the batch size and failed batches', { timeout: 300_000 }, async () => {
+test('batch applier = record-at-a-time reference, whatever the batch size, partition count (1, 2, 4) and failed batches', { timeout: 300_000 }, async () => {
   const dir = tempDataDir('ecapi-model-');
   let run = 0;
   await fc.assert(
@@ -166,14 +196,18 @@ test('batch applier = record-at-a-time reference, whatever the batch size and fa
       fc.array(queuedEvent, { minLength: 1, maxLength: 60 }),
       fc.integer({ min: 1, max: 70 }),
       fc.array(fc.boolean(), { maxLength: 6 }),
-      async (items, batchSize, failures) => {
+      fc.constantFrom(1, 2, 4),
+      fc.array(fc.nat(3), { maxLength: 8 }),
+      async (items, batchSize, failures, partitions, schedule) => {
         const records = toQueue(items);
-        const store = new SqliteViewStore(join(dir, `view-${run++}.db`));
+        const n = run++;
+        const stores = Array.from({ length: partitions }, (_, p) => new SqliteViewStore(join(dir, `view-${n}-p${p}.db`)));
+        const view = new PartitionedViewStore(stores);
         try {
-          await applyAll(store, records, batchSize, failures);
-          await assertMatchesReference(store, records);
+          await applyAll(stores, records, batchSize, failures, schedule);
+          await assertMatchesReference(view, records);
         } finally {
-          await store.close();
+          await view.close();
         }
       },
     ),
