@@ -1,5 +1,7 @@
 /**
- * Several `ecapi-ingest worker` processes, on any machines, sharing the PostgreSQL queue.
+ * The PostgreSQL profile's partition assignment: several `ecapi-ingest worker` processes, on any
+ * machines, sharing the PostgreSQL queue. The loop that applies the partitions is the one of the
+ * embedded profile (consumer/consumer-loop.ts); this file provides the leases and the pruning.
  *
  * The queue is split into QUEUE_PARTITIONS partitions by data set (partitions.ts), each with its
  * own consumer offset (`merged-view/pNN`). Workers divide the partitions between them with leases
@@ -12,6 +14,8 @@
  * - a worker that dies stops renewing: its leases and its membership expire after LEASE_MS, and the
  *   others take its partitions over at their next round, within LEASE_MS + RENEW_MS (18 s);
  * - on a clean stop a worker releases its leases at once.
+ * A worker applies its partitions concurrently (one lane each in the loop), on its pool's
+ * connections: partitions hold different data sets, so their transactions never touch the same rows.
  *
  * Leases only share the work; they are not what keeps a record from being applied twice. That is
  * the batch transaction itself: it locks the partition's offset row and gives up when the offset
@@ -24,8 +28,8 @@
  * key; row locks only, so ingestion never waits for it).
  */
 import type { Environment } from '../../config.js';
-import { ViewConsumer } from '../../consumer/view-consumer.js';
-import { VIEW_CONSUMER } from '../../consumer/view-consumer.js';
+import { runConsumerLoop, type PartitionAssignment, type PartitionStepper } from '../../consumer/consumer-loop.js';
+import { VIEW_CONSUMER, ViewConsumer } from '../../consumer/view-consumer.js';
 import type { PostgresViewStore } from '../../merged-view/postgres-view-store.js';
 import { readSegments } from '../../queue/postgres-event-queue.js';
 import type { ConsumerRunOptions } from '../storage.js';
@@ -45,20 +49,37 @@ export interface PartitionedConsumerOptions extends ConsumerRunOptions {
   readonly renewMs?: number;
 }
 
-export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStore, options: PartitionedConsumerOptions): Promise<void> {
-  const me = options.workerId;
-  const leaseMs = options.leaseMs ?? LEASE_MS;
-  const renewMs = options.renewMs ?? RENEW_MS;
-  const logger = options.logger;
-  const owned = new Map<number, ViewConsumer>();
-  const consumerOf = (part: number) =>
-    new ViewConsumer(
-      store,
-      { read: (fromSeq, limit) => readSegments(pool, { fromSeq, limit, part }), close: async () => undefined },
-      { batchSize: options.batchSize, mergeWindowMs: options.mergeWindowMs, consumer: partitionConsumer(VIEW_CONSUMER, part) },
-    );
+/** The partitions this worker holds a lease on, renewed and rebalanced every `renewMs`. */
+class LeasedPartitions implements PartitionAssignment {
+  readonly refreshMs: number;
+  readonly #pool: Pool;
+  readonly #store: PostgresViewStore;
+  readonly #options: PartitionedConsumerOptions;
+  readonly #leaseMs: number;
+  /** Owned partitions and their steppers (kept while owned, so a lane keeps running). */
+  readonly owned = new Map<number, PartitionStepper>();
 
-  const rebalance = async () => {
+  constructor(pool: Pool, store: PostgresViewStore, options: PartitionedConsumerOptions) {
+    this.#pool = pool;
+    this.#store = store;
+    this.#options = options;
+    this.#leaseMs = options.leaseMs ?? LEASE_MS;
+    this.refreshMs = options.renewMs ?? RENEW_MS;
+  }
+
+  #stepper(part: number): PartitionStepper {
+    const consumer = new ViewConsumer(
+      this.#store,
+      { read: (fromSeq, limit) => readSegments(this.#pool, { fromSeq, limit, part }), close: async () => undefined },
+      { batchSize: this.#options.batchSize, mergeWindowMs: this.#options.mergeWindowMs, consumer: partitionConsumer(VIEW_CONSUMER, part) },
+    );
+    return { name: `p${String(part).padStart(2, '0')}`, step: () => consumer.step() };
+  }
+
+  async refresh(): Promise<readonly PartitionStepper[]> {
+    const me = this.#options.workerId;
+    const pool = this.#pool;
+    const leaseMs = this.#leaseMs;
     await pool.query(
       `INSERT INTO consumer_workers (worker_id, host, pid, seen_at) VALUES ($1, $2, $3, ${DB_NOW_MS})
        ON CONFLICT (worker_id) DO UPDATE SET seen_at = excluded.seen_at`,
@@ -91,104 +112,67 @@ export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStor
       ).rows.map((r) => r.part);
       mine = new Set([...mine, ...claimed]);
     }
-    const before = [...owned.keys()].sort((a, b) => a - b).join(',');
-    for (const part of owned.keys()) if (!mine.has(part)) owned.delete(part);
-    for (const part of mine) if (!owned.has(part)) owned.set(part, consumerOf(part));
-    const after = [...owned.keys()].sort((a, b) => a - b).join(',');
-    if (before !== after) logger.info({ worker: me, live_workers: live, partitions: after }, 'consumer partitions changed');
-  };
+    for (const part of [...this.owned.keys()]) if (!mine.has(part)) this.owned.delete(part);
+    for (const part of mine) if (!this.owned.has(part)) this.owned.set(part, this.#stepper(part));
+    return [...this.owned.values()];
+  }
 
-  const retention = async () => {
-    if (!options.retentionMs || options.retentionMs <= 0) return;
-    const offsets = await store.offsets(`${VIEW_CONSUMER}/`);
-    let deleted = 0;
-    for (const part of owned.keys()) {
-      const next = offsets.get(partitionConsumer(VIEW_CONSUMER, part));
-      if (next === undefined) continue;
-      for (;;) {
-        const result = await pool.query(
-          `DELETE FROM queue_segments WHERE first_seq IN (
-             SELECT first_seq FROM queue_segments WHERE part = $1 AND first_seq + event_count <= $2 AND received_at < $3
-             ORDER BY first_seq LIMIT ${RETENTION_BATCH})`,
-          [part, next, Date.now() - options.retentionMs],
-        );
-        deleted += result.rowCount ?? 0;
-        if ((result.rowCount ?? 0) < RETENTION_BATCH) break;
-      }
+  async release(): Promise<void> {
+    const me = this.#options.workerId;
+    await this.#pool.query('UPDATE consumer_leases SET owner = NULL, expires_at = 0 WHERE owner = $1', [me]).catch(() => undefined);
+    await this.#pool.query('DELETE FROM consumer_workers WHERE worker_id = $1', [me]).catch(() => undefined);
+  }
+}
+
+/** Deletes, in the partitions this worker owns, the applied segments older than the retention. */
+async function pruneOwnedPartitions(pool: Pool, store: PostgresViewStore, parts: Iterable<number>, retentionMs: number): Promise<number> {
+  const offsets = await store.offsets(`${VIEW_CONSUMER}/`);
+  let deleted = 0;
+  for (const part of parts) {
+    const next = offsets.get(partitionConsumer(VIEW_CONSUMER, part));
+    if (next === undefined) continue;
+    for (;;) {
+      const result = await pool.query(
+        `DELETE FROM queue_segments WHERE first_seq IN (
+           SELECT first_seq FROM queue_segments WHERE part = $1 AND first_seq + event_count <= $2 AND received_at < $3
+           ORDER BY first_seq LIMIT ${RETENTION_BATCH})`,
+        [part, next, Date.now() - retentionMs],
+      );
+      deleted += result.rowCount ?? 0;
+      if ((result.rowCount ?? 0) < RETENTION_BATCH) break;
     }
-    if (deleted > 0) logger.info({ deleted_segments: deleted }, 'queue retention');
-  };
+  }
+  return deleted;
+}
 
-  let stop = false;
-  let wake: (() => void) | null = null;
-  void options.stopped.then(() => {
-    stop = true;
-    wake?.();
-  });
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        wake = null;
-        resolve();
-      }, ms);
-      wake = () => {
-        clearTimeout(timer);
-        wake = null;
-        resolve();
-      };
-    });
-
+export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStore, options: PartitionedConsumerOptions): Promise<void> {
+  const { logger } = options;
+  const me = options.workerId;
+  const leases = new LeasedPartitions(pool, store, options);
+  const retentionMs = options.retentionMs ?? 0;
   logger.info({ env: options.env, pid: process.pid, worker: me }, 'consumer started');
-  let lastRebalance = 0;
-  let lastTick = 0;
-  let lastRetention = Date.now();
-  let failures = 0;
-  const totals = { records: 0, created: 0, merged: 0, discarded: 0 };
-  let lastReport = Date.now();
   try {
-    while (!stop) {
-      const now = Date.now();
-      try {
-        if (now - lastRebalance >= renewMs) {
-          lastRebalance = now;
-          await rebalance();
-        }
-        if (now - lastTick >= 2000) {
-          lastTick = now;
-          await options.onTick?.();
-          await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
-        }
-        if (now - lastRetention >= (options.retentionEveryMs ?? RETENTION_EVERY_MS)) {
-          lastRetention = now;
-          await retention();
-        }
-        let applied = 0;
-        for (const consumer of owned.values()) {
-          if (stop) break;
-          const result = await consumer.step();
-          applied += result.records;
-          totals.records += result.records;
-          totals.created += result.created;
-          totals.merged += result.merged;
-          totals.discarded += result.discarded;
-        }
-        failures = 0;
-        if (Date.now() - lastReport >= 10_000 && totals.records > 0) {
-          logger.info({ ...totals, worker: me }, 'consumer progress');
-          totals.records = totals.created = totals.merged = totals.discarded = 0;
-          lastReport = Date.now();
-        }
-        if (applied === 0) await sleep(options.pollMs ?? 100);
-      } catch (error) {
-        failures++;
-        const delay = Math.min(30_000, 250 * 2 ** Math.min(failures, 7));
-        logger.error({ err: { message: (error as Error).message }, retry_in_ms: delay }, 'consumer batch failed; retrying');
-        await sleep(delay);
-      }
-    }
+    await runConsumerLoop(leases, {
+      logger,
+      stopped: options.stopped,
+      ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+      onTick: async () => {
+        await options.onTick?.();
+        await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
+      },
+      ...(retentionMs > 0
+        ? {
+            retention: {
+              everyMs: options.retentionEveryMs ?? RETENTION_EVERY_MS,
+              run: async () => {
+                const deleted = await pruneOwnedPartitions(pool, store, [...leases.owned.keys()], retentionMs);
+                if (deleted > 0) logger.info({ deleted_segments: deleted }, 'queue retention');
+              },
+            },
+          }
+        : {}),
+    });
   } finally {
-    await pool.query('UPDATE consumer_leases SET owner = NULL, expires_at = 0 WHERE owner = $1', [me]).catch(() => undefined);
-    await pool.query('DELETE FROM consumer_workers WHERE worker_id = $1', [me]).catch(() => undefined);
     await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: 0 }).catch(() => undefined);
     logger.info({ env: options.env, worker: me }, 'consumer stopped');
   }
