@@ -1,9 +1,9 @@
 /**
- * Embedded store of the asynchronous side: `<env>/view.db` (merged records, identities, view
- * counters, consumer offset), and `<env>/ingest-stats.db` (ingest outcomes from the serving
- * processes).
+ * Embedded store of the asynchronous side: one partition of the view, `<env>/view.db` or
+ * `view-p<k>.db` (merged records, identities, view counters, the partition's consumer offset;
+ * sqlite-view-layout.ts), and `<env>/ingest-stats.db` (ingest outcomes from the serving processes).
  *
- * view.db has one writer, the consumer; the CLI and the admin port only read it (WAL: readers never
+ * A view file has one writer, its partition's consumer thread; the CLI and the admin port only read it (WAL: readers never
  * block the writer nor wait for it). `synchronous = NORMAL`: a commit is not fsynced, so a power
  * loss may roll back the last few batches; but a batch and its offset are one transaction, so
  * they roll back together and are simply applied again from the queue (which is synced). Nothing
