@@ -49,36 +49,41 @@ export function prepareRecords(records: readonly QueueRecord[]): PreparedRecord[
   });
 }
 
+/** Keys wanted, per data set. */
+class Wanted {
+  readonly byDataSet = new Map<string, Set<string>>();
+  add(dataSetId: string, key: string): void {
+    let keys = this.byDataSet.get(dataSetId);
+    if (!keys) this.byDataSet.set(dataSetId, (keys = new Set()));
+    keys.add(key);
+  }
+  pairs<K extends string>(name: K): ({ dataSetId: string } & Record<K, string>)[] {
+    const out: ({ dataSetId: string } & Record<K, string>)[] = [];
+    for (const [dataSetId, keys] of this.byDataSet) for (const key of keys) out.push({ dataSetId, [name]: key } as { dataSetId: string } & Record<K, string>);
+    return out;
+  }
+}
+
 export async function loadBatch(tx: ViewTransaction, records: readonly QueueRecord[]): Promise<LoadedBatch> {
   const prepared = prepareRecords(records);
-  const refs = new Map<string, { dataSetId: string; recordKey: string }>();
-  const idPairs = new Map<string, { dataSetId: string; identifier: string }>();
-  const wantIdentifier = (dataSetId: string, identifier: string) => {
-    const pk = pairKey(dataSetId, identifier);
-    if (!idPairs.has(pk)) idPairs.set(pk, { dataSetId, identifier });
-  };
+  const recordKeys = new Wanted();
+  const identifiers = new Wanted();
   for (const p of prepared) {
-    if (!refs.has(p.pk)) refs.set(p.pk, { dataSetId: p.record.data_set_id, recordKey: p.key });
-    for (const identifier of p.identifiers) wantIdentifier(p.record.data_set_id, identifier);
+    recordKeys.add(p.record.data_set_id, p.key);
+    for (const identifier of p.identifiers) identifiers.add(p.record.data_set_id, identifier);
   }
-  const stored = await tx.loadRecords([...refs.values()]);
-  for (const record of stored.values()) for (const identifier of identifiersOf(record.event)) wantIdentifier(record.dataSetId, identifier);
-  const links = await tx.loadIdentifierLinks([...idPairs.values()]);
+  const stored = await tx.loadRecords(recordKeys.pairs('recordKey'));
+  for (const record of stored.values()) for (const identifier of identifiersOf(record.event)) identifiers.add(record.dataSetId, identifier);
+  const links = await tx.loadIdentifierLinks(identifiers.pairs('identifier'));
 
-  const nodeRefs = new Map<string, { dataSetId: string; identityKey: string }>();
-  const wantNode = (dataSetId: string, identityKey: string) => {
-    const pk = pairKey(dataSetId, identityKey);
-    if (!nodeRefs.has(pk)) nodeRefs.set(pk, { dataSetId, identityKey });
-  };
-  for (const [pk, key] of links) wantNode(idPairs.get(pk)!.dataSetId, key);
-  for (const record of stored.values()) if (record.identityKey !== null) wantNode(record.dataSetId, record.identityKey);
-  const nodes = new Map(await tx.loadIdentities([...nodeRefs.values()]));
-  const parents = new Map<string, { dataSetId: string; identityKey: string }>();
+  const nodeKeys = new Wanted();
+  for (const [pk, key] of links) nodeKeys.add(pk.slice(0, pk.indexOf('\u0000')), key);
+  for (const record of stored.values()) if (record.identityKey !== null) nodeKeys.add(record.dataSetId, record.identityKey);
+  const nodes = new Map(await tx.loadIdentities(nodeKeys.pairs('identityKey')));
+  const parents = new Wanted();
   for (const node of nodes.values()) {
-    if (node.parent !== null && !nodes.has(pairKey(node.dataSetId, node.parent))) {
-      parents.set(pairKey(node.dataSetId, node.parent), { dataSetId: node.dataSetId, identityKey: node.parent });
-    }
+    if (node.parent !== null && !nodes.has(pairKey(node.dataSetId, node.parent))) parents.add(node.dataSetId, node.parent);
   }
-  if (parents.size > 0) for (const [pk, node] of await tx.loadIdentities([...parents.values()])) nodes.set(pk, node);
+  if (parents.byDataSet.size > 0) for (const [pk, node] of await tx.loadIdentities(parents.pairs('identityKey'))) nodes.set(pk, node);
   return { prepared, records: stored, links, nodes };
 }

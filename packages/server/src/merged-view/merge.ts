@@ -40,6 +40,10 @@ export function canonicalJson(value: unknown): string {
 
 /** Elements of `items` without repeats (by canonical JSON), first occurrence kept, order kept. */
 export function uniqueElements(items: readonly unknown[]): unknown[] {
+  if (items.length <= 1) return items.slice();
+  if (items.length === 2 && typeof items[0] === 'string' && typeof items[1] === 'string') {
+    return items[0] === items[1] ? [items[0]] : items.slice();
+  }
   const seen = new Set<string>();
   const out: unknown[] = [];
   for (const item of items) {
