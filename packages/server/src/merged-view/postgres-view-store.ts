@@ -142,8 +142,9 @@ function transactionOn(db: PoolClient): ViewTransaction {
          ON CONFLICT (data_set_id, hour, name) DO UPDATE SET n = view_counters.n + excluded.n`,
         params,
       );
-      // A counter brought back to zero disappears, as in the embedded store.
-      if (nonZero.some((d) => d.n < 0)) {
+      // A counter brought back to zero disappears, as in the embedded store (by a negative delta,
+      // or, for a value sum with negative values, by a positive one).
+      {
         await db.query(
           `DELETE FROM view_counters c USING unnest($1::text[], $2::bigint[], $3::text[]) AS k(ds, hour, name)
            WHERE c.data_set_id = k.ds AND c.hour = k.hour AND c.name = k.name AND c.n = 0`,

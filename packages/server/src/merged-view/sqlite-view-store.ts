@@ -160,9 +160,11 @@ export class SqliteViewStore implements ViewStore {
       ),
       // INDEXED BY: without statistics the planner would scan the data set's nodes by primary key.
       reparent: db.prepare('UPDATE identity_nodes INDEXED BY identity_nodes_parent SET parent = ? WHERE data_set_id = ? AND parent = ?'),
-      addCounter: db.prepare(
-        'INSERT INTO view_counters (data_set_id, hour, name, n) VALUES (?, ?, ?, ?) ON CONFLICT (data_set_id, hour, name) DO UPDATE SET n = n + excluded.n',
-      ),
+      addCounter: db
+        .prepare(
+          'INSERT INTO view_counters (data_set_id, hour, name, n) VALUES (?, ?, ?, ?) ON CONFLICT (data_set_id, hour, name) DO UPDATE SET n = n + excluded.n RETURNING n',
+        )
+        .pluck(),
       dropZeroCounter: db.prepare('DELETE FROM view_counters WHERE data_set_id = ? AND hour = ? AND name = ? AND n = 0'),
       counters: db.prepare('SELECT hour, name, n FROM view_counters WHERE data_set_id = ? AND hour >= ?'),
       members: db.prepare('SELECT identity_key FROM identity_nodes INDEXED BY identity_nodes_parent WHERE data_set_id = ? AND parent = ? ORDER BY identity_key').pluck(),
@@ -225,10 +227,10 @@ export class SqliteViewStore implements ViewStore {
       addCounters: async (deltas) => {
         for (const d of deltas) {
           if (d.n === 0) continue;
-          s.addCounter.run(d.dataSetId, d.hour, d.name, d.n);
           // A counter brought back to zero disappears, so the stored state never depends on how
-          // the records were split into batches.
-          if (d.n < 0) s.dropZeroCounter.run(d.dataSetId, d.hour, d.name);
+          // the records were split into batches. (Not only by a negative delta: a value sum with
+          // refunds, negative values, can return to zero from below.)
+          if ((s.addCounter.get(d.dataSetId, d.hour, d.name, d.n) as number) === 0) s.dropZeroCounter.run(d.dataSetId, d.hour, d.name);
         }
       },
     };

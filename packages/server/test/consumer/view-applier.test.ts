@@ -213,3 +213,19 @@ test('analytics equal counts computed independently; the view does not depend on
   }
   for (const run of runs) await run.store.close();
 });
+
+test('a counter brought back to zero from below (negative values) disappears, whatever the batches', async () => {
+  const dumps = [];
+  for (const batchSize of [1, 2]) {
+    const { file, store, queue, consumer } = setup({ batchSize });
+    queue.push({ received_at: T0, data_set_id: 'ds', event: ev('refund', { value: -5, currency_code: 'USD' }) });
+    queue.push({ received_at: T0 + 1000, data_set_id: 'ds', event: ev('sale', { value: 5, currency_code: 'USD' }) });
+    await consumer.drain();
+    const counters = await store.counters('ds', 0);
+    assert.ok(!counters.some((c) => c.n === 0), 'no counter row at zero');
+    assert.ok(!counters.some((c) => c.name === 'value:USD'));
+    dumps.push(dumpView(file));
+    await store.close();
+  }
+  assert.deepEqual(dumps[0], dumps[1]);
+});
