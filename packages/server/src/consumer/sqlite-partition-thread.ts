@@ -30,7 +30,9 @@ export type PartitionThreadMessage =
 
 const data = workerData as PartitionThreadData;
 const port = parentPort!;
-const store = new SqliteViewStore(data.viewFile);
+// Checkpoints are run by the process's main thread (view-checkpointer.ts); the automatic one, at
+// 256 MB of WAL, only as a safety net should those stop.
+const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536 });
 const source = new SqliteQueueSource(data.queueFile, { accept: (dataSetId) => partitionOf(dataSetId, data.partitions) === data.partition });
 let windows = new Map<string, number>();
 const defaultWindowMs = DEFAULT_POLICY.mergeWindowSeconds * 1000;

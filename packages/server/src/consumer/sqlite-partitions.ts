@@ -12,6 +12,7 @@ import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import type { PartitionAssignment, PartitionStepper } from './consumer-loop.js';
 import type { PartitionThreadData, PartitionThreadMessage } from './sqlite-partition-thread.js';
 import { SqliteQueueSource } from './sqlite-queue-source.js';
+import { ViewCheckpointer } from './view-checkpointer.js';
 import { ViewConsumer, type StepResult } from './view-consumer.js';
 
 export interface SqlitePartitionsOptions {
@@ -118,8 +119,12 @@ class LocalPartition implements PartitionStepper {
 
 export class SqlitePartitions implements PartitionAssignment {
   readonly partitions: readonly (ThreadPartition | LocalPartition)[];
+  readonly #checkpointer: ViewCheckpointer | null;
 
   constructor(options: SqlitePartitionsOptions) {
+    // With threads, this (main) thread is idle: it runs the checkpoints of their files.
+    this.#checkpointer =
+      options.partitions === 1 ? null : new ViewCheckpointer(Array.from({ length: options.partitions }, (_, p) => viewPartitionFile(options.viewFile, p)));
     this.partitions =
       options.partitions === 1
         ? [new LocalPartition(options)]
@@ -141,6 +146,7 @@ export class SqlitePartitions implements PartitionAssignment {
 
   async release(): Promise<void> {
     await Promise.all(this.partitions.map((p) => p.close()));
+    this.#checkpointer?.close();
   }
 
   /** Applies every partition until none has anything more (benchmarks, tests); returns records applied. */

@@ -127,12 +127,18 @@ export class SqliteViewStore implements ViewStore {
   readonly #tx: ViewTransaction;
   #inTransaction = false;
 
-  constructor(file: string) {
+  /**
+   * `autocheckpointPages`: WAL pages after which a commit also checkpoints (default 8192, ~32 MB).
+   * A partition thread sets it high and leaves checkpoints to its process's main thread
+   * (consumer/view-checkpointer.ts), so that copying the WAL into the file and syncing it is not on
+   * the path of its batches.
+   */
+  constructor(file: string, options: { autocheckpointPages?: number } = {}) {
     this.#db = openDatabase(file, VIEW_SCHEMA);
     // A larger page cache: the consumer's working set is the recent records and identities.
     this.#db.pragma('cache_size = -65536');
     // Checkpoint every ~32 MB of WAL rather than 4 MB: one consumer batch writes a few MB.
-    this.#db.pragma('wal_autocheckpoint = 8192');
+    this.#db.pragma(`wal_autocheckpoint = ${options.autocheckpointPages ?? 8192}`);
     const db = this.#db;
     this.#s = {
       offset: db.prepare('SELECT next_seq FROM consumer_offsets WHERE consumer = ?').pluck(),
