@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DataSetRecord, KeyRecord } from '../control/control-plane.js';
 import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
-import { parseDurationMs } from '../control/duration.js';
+import { isoOrNull, parseDurationMs } from '../control/duration.js';
 import { matchQuality, type StatsDocument } from '../analytics/hourly.js';
 import { LIVE_WINDOW_MS, type LiveStore } from '../observability/live-stats.js';
 
@@ -154,11 +154,13 @@ const ratio = (part: number, whole: number) => (whole === 0 ? null : Math.round(
 function keyView(key: KeyRecord, nowMs: number) {
   return {
     key_id: key.keyId,
-    created_at: new Date(key.createdAt).toISOString(),
-    rotated_at: key.rotatedAt === null ? null : new Date(key.rotatedAt).toISOString(),
-    revoked_at: key.revokedAt === null ? null : new Date(key.revokedAt).toISOString(),
+    // isoOrNull never throws: rows written before the grace bound (control-plane.ts) may hold a
+    // time past the last representable date; they are shown, not answered with a 500.
+    created_at: isoOrNull(key.createdAt),
+    rotated_at: isoOrNull(key.rotatedAt),
+    revoked_at: isoOrNull(key.revokedAt),
     previous_secret_valid_until:
-      key.previousSecretValidUntil === null || key.previousSecretValidUntil < nowMs ? null : new Date(key.previousSecretValidUntil).toISOString(),
+      key.previousSecretValidUntil === null || key.previousSecretValidUntil < nowMs ? null : isoOrNull(key.previousSecretValidUntil),
     status: key.revokedAt !== null ? 'revoked' : 'active',
     data_sets: [...key.dataSets],
   };
@@ -274,7 +276,7 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
     const live = deps.live.dataSet(ds.id, nowMs).last_hour;
     return {
       id: ds.id,
-      created_at: new Date(ds.createdAt).toISOString(),
+      created_at: isoOrNull(ds.createdAt),
       policy: {
         consent: ds.policy.consent,
         ip: ds.policy.ip,

@@ -11,8 +11,15 @@ import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { DEFAULT_PORTS, parseEnvironment, type Environment, type ServeConfig } from '../config.js';
-import type { ControlPlane, DataSetRecord, KeyRecord, PolicyPatch } from '../control/control-plane.js';
-import { formatDurationMs, parseDurationMs } from '../control/duration.js';
+import {
+  MAX_POLICY_WINDOW_SECONDS,
+  MAX_ROTATION_GRACE_MS,
+  type ControlPlane,
+  type DataSetRecord,
+  type KeyRecord,
+  type PolicyPatch,
+} from '../control/control-plane.js';
+import { formatDurationMs, isoOrNull, parseDurationMs } from '../control/duration.js';
 import { ControlPlaneError } from '../errors.js';
 import { migrateStorage, openStorage, validateDatabaseUrl } from '../storage/open-storage.js';
 import { demoBanner } from '../demo.js';
@@ -38,7 +45,8 @@ function parseNonNegativeInt(value: string): number {
   return n;
 }
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+// Never throws, whatever a stored row holds: a listing must not fail for one out-of-range time.
+const iso = isoOrNull;
 
 function dataSetJson(record: DataSetRecord) {
   const { policy } = record;
@@ -288,8 +296,9 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         if (opts.consent) patch.consent = opts.consent;
         if (opts.ip) patch.ip = opts.ip;
         if (opts.piiScan) patch.piiScan = opts.piiScan;
-        if (opts.maxAge) patch.maxAgeSeconds = Math.floor(parseDurationMs(opts.maxAge) / 1000);
-        if (opts.mergeWindow) patch.mergeWindowSeconds = Math.floor(parseDurationMs(opts.mergeWindow) / 1000);
+        const window = { max: MAX_POLICY_WINDOW_SECONDS * 1000 };
+        if (opts.maxAge) patch.maxAgeSeconds = Math.floor(parseDurationMs(opts.maxAge, { ...window, what: 'the maximum event age' }) / 1000);
+        if (opts.mergeWindow) patch.mergeWindowSeconds = Math.floor(parseDurationMs(opts.mergeWindow, { ...window, what: 'the merge window' }) / 1000);
         const record = await cp.setPolicy(id, patch);
         const json = dataSetJson(record);
         out(g.json ? JSON.stringify(json) : `data set ${id}: policy v${json.policy.version} ${JSON.stringify(json.policy)}`);
@@ -331,14 +340,16 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
   key
     .command('rotate <key_id>')
     .description('issue a new secret; the previous one verifies until the grace period ends')
-    .option('--grace <duration>', 'how long the previous secret keeps verifying, like 30s, 10m, 1h', '1h')
-    .action((keyId: string, opts: { grace: string }) =>
-      withControl(async (cp, g) => {
-        const rotated = await cp.rotateKey(keyId, parseDurationMs(opts.grace));
+    .option('--grace <duration>', 'how long the previous secret keeps verifying, like 30s, 10m, 1h (at most 365d)', '1h')
+    .action((keyId: string, opts: { grace: string }) => {
+      // Validated before the control plane is even opened: a refused grace writes nothing.
+      const graceMs = parseDurationMs(opts.grace, { max: MAX_ROTATION_GRACE_MS, what: 'the grace period' });
+      return withControl(async (cp, g) => {
+        const rotated = await cp.rotateKey(keyId, graceMs);
         const json = { key_id: rotated.keyId, secret: rotated.secret, previous_secret_valid_until: iso(rotated.previousSecretValidUntil) };
         out(g.json ? JSON.stringify(json) : `key id:  ${json.key_id}\nsecret:  ${json.secret}\nprevious secret valid until ${json.previous_secret_valid_until}`);
-      }),
-    );
+      });
+    });
   key
     .command('revoke <key_id>')
     .description('revoke a key; running servers refuse it within seconds')

@@ -14,6 +14,8 @@
 import type { KeyObject } from 'node:crypto';
 import type { DataSetPolicy } from './data-set-policy.js';
 import type { DataSetLimits } from '../rate-limit/data-set-limits.js';
+import { ControlPlaneError } from '../errors.js';
+import { DAY_MS, formatDurationMs } from './duration.js';
 
 export interface DataSetRecord {
   readonly id: string;
@@ -84,3 +86,29 @@ export interface ControlPlane {
 }
 
 export const DATA_SET_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+/**
+ * Bounds of what the control plane stores, checked by both implementations before their
+ * transaction writes anything (issue 16, point 6: `key rotate --grace 100000000d` used to commit a
+ * validity past the last representable date, then fail to print it). A rotation grace longer than
+ * a year is no grace period but a second permanent secret: revoke and re-issue instead.
+ */
+export const MAX_ROTATION_GRACE_MS = 365 * DAY_MS;
+/** Maximum event age and merge window: ten years. */
+export const MAX_POLICY_WINDOW_SECONDS = 3650 * 86_400;
+
+export function validateRotationGrace(graceMs: number): void {
+  if (!Number.isSafeInteger(graceMs) || graceMs < 0 || graceMs > MAX_ROTATION_GRACE_MS) {
+    throw new ControlPlaneError(`invalid grace period: between 0s and ${formatDurationMs(MAX_ROTATION_GRACE_MS)}`);
+  }
+}
+
+export function validatePolicyPatch(patch: PolicyPatch): void {
+  for (const [name, label] of [['maxAgeSeconds', 'max age'], ['mergeWindowSeconds', 'merge window']] as const) {
+    const value = patch[name];
+    if (value === undefined) continue;
+    if (!Number.isSafeInteger(value) || value < 1 || value > MAX_POLICY_WINDOW_SECONDS) {
+      throw new ControlPlaneError(`invalid ${label}: between 1s and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}`);
+    }
+  }
+}

@@ -19,6 +19,8 @@ import {
   type KeyRecord,
   type PolicyPatch,
   type RotatedKey,
+  validatePolicyPatch,
+  validateRotationGrace,
 } from './control-plane.js';
 import type { SecretBox } from './secret-box.js';
 import { newKeyId, newSecret, previousAad, secretAad } from './signing-key-material.js';
@@ -127,6 +129,7 @@ export class PostgresControlPlane implements ControlPlane {
   }
 
   async setPolicy(dataSetId: string, patch: PolicyPatch): Promise<DataSetRecord> {
+    validatePolicyPatch(patch);
     return inTransaction(this.#pool, async (db) => {
       const current = await this.#requireDataSet(db, dataSetId, true);
       const next: DataSetPolicy = { ...current.policy, ...patch, version: current.policy.version + 1 };
@@ -179,6 +182,7 @@ export class PostgresControlPlane implements ControlPlane {
   }
 
   async rotateKey(keyId: string, graceMs: number): Promise<RotatedKey> {
+    validateRotationGrace(graceMs);
     const secret = newSecret();
     const now = this.#now();
     const validUntil = now + graceMs;

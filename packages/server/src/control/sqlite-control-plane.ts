@@ -22,6 +22,8 @@ import {
   type KeyRecord,
   type PolicyPatch,
   type RotatedKey,
+  validatePolicyPatch,
+  validateRotationGrace,
 } from './control-plane.js';
 import type { SecretBox } from './secret-box.js';
 import { newKeyId, newSecret, previousAad, secretAad } from './signing-key-material.js';
@@ -155,6 +157,7 @@ export class SqliteControlPlane implements ControlPlane {
   }
 
   async setPolicy(dataSetId: string, patch: PolicyPatch): Promise<DataSetRecord> {
+    validatePolicyPatch(patch);
     return this.#db.transaction(() => {
       const current = this.#requireDataSet(dataSetId);
       const next: DataSetPolicy = { ...current.policy, ...patch, version: current.policy.version + 1 };
@@ -203,6 +206,7 @@ export class SqliteControlPlane implements ControlPlane {
   }
 
   async rotateKey(keyId: string, graceMs: number): Promise<RotatedKey> {
+    validateRotationGrace(graceMs);
     const secret = newSecret();
     const now = this.#now();
     const validUntil = now + graceMs;

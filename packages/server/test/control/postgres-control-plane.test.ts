@@ -35,6 +35,12 @@ test('PostgresControlPlane: mutations bump the version; snapshot, grants, policy
     assert.equal(snapshot.dataSets.get('a')!.policy.ip, 'truncate');
     assert.equal(snapshot.dataSets.get('a')!.policy.version, 2);
     assert.equal(await cp.revealSecret(key.keyId), rotated.secret);
+    // Out-of-range values are refused before the transaction: nothing changes, no version bump.
+    const v1 = await cp.version();
+    await assert.rejects(cp.rotateKey(key.keyId, 366 * 86_400_000), /invalid grace period: between 0s and 365d/);
+    await assert.rejects(cp.setPolicy('a', { mergeWindowSeconds: 1e300 }), /invalid merge window/);
+    assert.equal(await cp.version(), v1);
+    assert.equal(await cp.revealSecret(key.keyId), rotated.secret);
     const limited = await cp.setLimits('b', { rps: 5, burstRps: 10 });
     assert.equal(limited.limits.rps, 5);
     await assert.rejects(cp.setLimits('b', { burstRps: 1 }), /burst-rps must be at least rps/);

@@ -40,6 +40,13 @@ test('every mutation bumps the version; the snapshot carries grants, policy and 
   assert.equal(snapshot.dataSets.get('a')!.policy.ip, 'truncate');
   assert.equal(snapshot.dataSets.get('a')!.policy.version, 2);
   assert.equal(await cp.revealSecret(key.keyId), rotated.secret);
+  // Out-of-range values are refused before the transaction: nothing changes, no version bump.
+  const v1 = await cp.version();
+  await assert.rejects(cp.rotateKey(key.keyId, 366 * 86_400_000), /invalid grace period: between 0s and 365d/);
+  await assert.rejects(cp.rotateKey(key.keyId, Number.POSITIVE_INFINITY), /invalid grace period/);
+  await assert.rejects(cp.setPolicy('a', { maxAgeSeconds: Number.POSITIVE_INFINITY }), /invalid max age/);
+  assert.equal(await cp.version(), v1);
+  assert.equal(await cp.revealSecret(key.keyId), rotated.secret);
   now += 1;
   await cp.revokeKey(key.keyId);
   assert.equal((await cp.loadSnapshot()).keys.get(key.keyId)!.revoked, true);
