@@ -30,6 +30,8 @@ export interface ServeConfig {
   readonly tlsCert?: string | undefined;
   readonly tlsKey?: string | undefined;
   readonly adminToken?: string | undefined;
+  /** Host names the admin port answers for besides IP literals, localhost and --admin-host (admin-guard.ts). */
+  readonly adminAllowedHosts?: readonly string[] | undefined;
   /** How often the server checks the control plane for changes. */
   readonly controlPollMs: number;
   readonly headersTimeoutMs?: number;

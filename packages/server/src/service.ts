@@ -122,7 +122,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   const admin: FastifyInstance | null =
     role === 'single'
       ? buildAdminApp(
-          { adminToken: config.adminToken },
+          { adminToken: config.adminToken, adminHost: config.adminHost, allowedHosts: config.adminAllowedHosts },
           {
             metrics: { contentType: metrics.registry.contentType, text: () => metrics.registry.metrics() },
             stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),

@@ -14,7 +14,7 @@
  * and /api/session (`config.public`), which carry no data. With an admin token configured, a
  * request passes with `Authorization: Bearer <token>` or with the session cookie set here.
  */
-import { randomBytes, createHash, timingSafeEqual } from 'node:crypto';
+import { randomBytes, createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +24,7 @@ import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
 import { isoOrNull, parseDurationMs } from '../control/duration.js';
 import { matchQuality, type StatsDocument } from '../analytics/hourly.js';
 import { LIVE_WINDOW_MS, type LiveStore } from '../observability/live-stats.js';
+import type { AdminAuthGate } from './admin-app.js';
 
 export interface ConsoleDeps {
   readonly env: string;
@@ -39,7 +40,8 @@ export interface ConsoleDeps {
 }
 
 export interface ConsoleAccess {
-  readonly adminToken?: string | undefined;
+  /** The admin app's token check and failed-authentication throttle (admin-app.ts, admin-guard.ts). */
+  readonly gate: AdminAuthGate;
   readonly sessions: AdminSessions;
   readonly readiness: () => { ready: boolean; checks: Record<string, boolean | string | number> };
 }
@@ -88,12 +90,6 @@ export function sessionCookieOf(request: FastifyRequest): string | undefined {
     if (at > 0 && part.slice(0, at).trim() === SESSION_COOKIE) return part.slice(at + 1).trim();
   }
   return undefined;
-}
-
-const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
-
-export function tokenMatches(sent: string, expected: string): boolean {
-  return timingSafeEqual(digest(sent), digest(expected));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,20 +210,18 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
   });
 
   // --- session --------------------------------------------------------------------------------
-  const authenticated = (request: FastifyRequest) => {
-    if (!access.adminToken) return true;
-    const match = /^Bearer (.+)$/.exec(request.headers.authorization ?? '');
-    if (match && tokenMatches(match[1]!, access.adminToken)) return true;
-    return access.sessions.valid(sessionCookieOf(request));
-  };
+  // GET /api/session only reports the session cookie: it never compares a token (the login does).
+  const authenticated = (request: FastifyRequest) => !access.gate.tokenRequired || access.sessions.valid(sessionCookieOf(request));
   const cookie = (value: string, maxAge: number) =>
     `${SESSION_COOKIE}=${value}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=${maxAge}`;
 
-  app.get('/api/session', publicRoute, async (request) => ({ token_required: Boolean(access.adminToken), authenticated: authenticated(request) }));
+  app.get('/api/session', publicRoute, async (request) => ({ token_required: access.gate.tokenRequired, authenticated: authenticated(request) }));
   app.post<{ Body: { token?: unknown } }>('/api/session', publicRoute, async (request, reply) => {
-    if (!access.adminToken) return { token_required: false, authenticated: true };
+    if (!access.gate.tokenRequired) return { token_required: false, authenticated: true };
+    // Throttled clients are refused before their token is looked at (admin-guard.ts).
+    if (await access.gate.refuseIfThrottled(request, reply)) return reply;
     const token = request.body && typeof request.body === 'object' ? request.body.token : undefined;
-    if (typeof token !== 'string' || !tokenMatches(token, access.adminToken)) {
+    if (typeof token !== 'string' || !access.gate.checkToken(request, token)) {
       return reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
     }
     const session = access.sessions.create();

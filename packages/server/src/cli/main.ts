@@ -159,7 +159,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .addOption(new Option('--port <port>', 'public HTTPS port (default 8443; 9443 with --env test)').env('ECAPI_PORT'))
     .addOption(new Option('--admin-host <host>', 'admin interface').env('ECAPI_ADMIN_HOST').default('127.0.0.1'))
     .addOption(new Option('--admin-port <port>', 'admin HTTP port (default 9464; 9465 with --env test)').env('ECAPI_ADMIN_PORT'))
-    .addOption(new Option('--admin-token <token>', 'token required on the admin port off loopback').env('ECAPI_ADMIN_TOKEN'))
+    .addOption(new Option('--admin-token <token>', 'token required on the admin port off loopback (at least 32 characters)').env('ECAPI_ADMIN_TOKEN'))
+    .addOption(new Option('--admin-allowed-hosts <names>', 'comma-separated Host names the admin port answers for, besides IP addresses, localhost and --admin-host').env('ECAPI_ADMIN_ALLOWED_HOSTS'))
     .option('--no-demo', 'do not create the demo data set and key on a fresh data dir')
     .option('--no-worker', 'do not run the merged-view consumer (run `ecapi-ingest worker` separately)')
     .option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)')
@@ -174,7 +175,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .option('--keep-alive-timeout <duration>', 'idle connections are closed after this', '65s')
     .option('--body-buffer <MiB>', 'request-body bytes one serving process holds at once; later bodies wait unread', '16')
     .action(async (opts: {
-      host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string;
+      host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string; adminAllowedHosts?: string;
       demo: boolean; worker: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string; workers?: string;
       failedAuthRps: string; failedAuthBurst: string; rateLimit: boolean;
       headersTimeout: string; requestTimeout: string; keepAliveTimeout: string; bodyBuffer: string;
@@ -212,6 +213,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         adminHost: opts.adminHost,
         adminPort: opts.adminPort !== undefined ? parsePort(opts.adminPort) : DEFAULT_PORTS[g.env].adminPort,
         adminToken: opts.adminToken,
+        adminAllowedHosts: (opts.adminAllowedHosts ?? '').split(',').map((h) => h.trim()).filter((h) => h !== ''),
         demo: opts.demo,
         tlsCert: opts.tlsCert,
         tlsKey: opts.tlsKey,

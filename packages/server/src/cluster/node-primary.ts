@@ -103,7 +103,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   const liveStore = new LiveStore({ env: config.env });
   const consoleControlPlane = storage.controlPlane();
   const admin = buildAdminApp(
-    { adminToken: config.adminToken },
+    { adminToken: config.adminToken, adminHost: config.adminHost, allowedHosts: config.adminAllowedHosts },
     {
       metrics: { contentType: aggregator.contentType, text: () => aggregator.clusterMetrics() },
       stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),

@@ -21,10 +21,14 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>
   }
 }
 
+
+/** At least 32 characters: the service refuses weaker admin tokens (admin-guard.ts). */
+const ADMIN_TOKEN = 'admin-secret-0123456789abcdefghijklmnop';
+
 test('serve runs the consumer: merged records, identities, stats on the CLI and the admin port', { timeout: 60_000 }, async () => {
   const dataDir = tempDataDir();
   const creds = await provision(dataDir, ['shop']);
-  const server = await startServer({ dataDir, args: ['--workers', '1'], extraEnv: { ECAPI_ADMIN_TOKEN: 'admin-secret' } });
+  const server = await startServer({ dataDir, args: ['--workers', '1'], extraEnv: { ECAPI_ADMIN_TOKEN: ADMIN_TOKEN } });
   try {
     const A = sha('a@example.com');
     const P = sha('+15550001');
@@ -77,10 +81,10 @@ test('serve runs the consumer: merged records, identities, stats on the CLI and 
 
     const admin = `http://127.0.0.1:${server.adminPort}`;
     assert.equal((await fetch(`${admin}/api/stats/shop`)).status, 401);
-    const viaAdmin = await fetch(`${admin}/api/stats/shop?since=1h`, { headers: { authorization: 'Bearer admin-secret' } });
+    const viaAdmin = await fetch(`${admin}/api/stats/shop?since=1h`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     assert.equal(viaAdmin.status, 200);
     assert.deepEqual(((await viaAdmin.json()) as { totals: unknown }).totals, stats.totals);
-    const metrics = await (await fetch(`${admin}/metrics`, { headers: { authorization: 'Bearer admin-secret' } })).text();
+    const metrics = await (await fetch(`${admin}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
     assert.match(metrics, /^ecapi_consumer_lag_records 0$/m);
     assert.match(metrics, /^ecapi_consumer_lag_seconds 0$/m);
 
