@@ -20,6 +20,7 @@
  */
 import { COVERAGE_FIELDS, coverageOf, type CoverageField } from '../merged-view/identity.js';
 import { isPlainObject, type JsonObject } from '../merged-view/merge.js';
+import { storedReasonOf } from '../validation/stored-reason.js';
 
 export const HOUR_MS = 3_600_000;
 
@@ -89,12 +90,14 @@ export function matchQuality(shares: Readonly<Record<CoverageField, number>>): n
 const MAX_REASON_LENGTH = 160;
 
 /**
- * The group of a rejection message: the message with array indexes replaced by `[]`, so that
- * `hashed field user_data.email_address[3] is not …` and `…[0] …` count together. The spec's
- * messages carry field paths and echoed enum values only, never identifiers.
+ * The group of a rejection message: its stored form (sender-controlled names and values masked,
+ * validation/stored-reason.ts) with array indexes replaced by `[]`, so that `hashed field
+ * user_data.email_address[3] is not …` and `…[0] …` count together. Applied when counting and
+ * again when reading (idempotent), so that rows stored before the masking existed are served
+ * masked too.
  */
 export function reasonGroupOf(message: string): string {
-  const grouped = message.replace(/\[\d+\]/g, '[]').replace(/\/\d+(?=\/|\s|$)/g, '/[]');
+  const grouped = storedReasonOf(message).replace(/\[\d+\]/g, '[]').replace(/\/\d+(?=\/|\s|$)/g, '/[]');
   return grouped.length > MAX_REASON_LENGTH ? `${grouped.slice(0, MAX_REASON_LENGTH)}…` : grouped;
 }
 
@@ -151,7 +154,11 @@ export function figuresOf(counters: Counters): StatsFigures {
     if (name.startsWith('type:')) byType.set(name.slice(5), n);
     else if (name.startsWith('source:')) bySource.set(name.slice(7), n);
     else if (name.startsWith('value:')) value.set(name.slice(6), n);
-    else if (name.startsWith('reason:')) reasons.set(name.slice(7), n);
+    else if (name.startsWith('reason:')) {
+      // Re-grouped on read: older rows may hold unmasked messages, now merged with their masked group.
+      const group = reasonGroupOf(name.slice(7));
+      reasons.set(group, (reasons.get(group) ?? 0) + n);
+    }
     else if (name.startsWith('cov:')) {
       const at = name.lastIndexOf(':');
       const type = name.slice(4, at);
