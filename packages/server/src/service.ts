@@ -16,6 +16,7 @@ import { createDemoIfFresh } from './demo.js';
 import { buildServer, type PublicServer } from './http/public-server.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { ServiceMetrics } from './observability/service-metrics.js';
+import { QueueHealthLog } from './observability/queue-health-log.js';
 import type { QueueHealth } from './queue/event-queue.js';
 import { FailedAuthShedder } from './rate-limit/failed-auth-shedder.js';
 import { LocalRateLimiter } from './rate-limit/local-rate-limiter.js';
@@ -75,7 +76,8 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     },
     onError: (error) => logger.warn({ err: { message: (error as Error).message } }, 'control plane poll failed'),
   });
-  const queue = storage.openQueue(metrics);
+  // Metrics and readiness see every commit; the log sees each change of the queue's health once.
+  const queue = storage.openQueue(new QueueHealthLog(metrics, logger, storage.location));
   const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
   const nodeLimiter = () => (typeof options.rateLimiter === 'function' ? options.rateLimiter() : options.rateLimiter) ?? new LocalRateLimiter();
   const rateLimiter =
