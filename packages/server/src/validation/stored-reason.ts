@@ -51,7 +51,8 @@ export function publishedKnownPaths(): ReadonlySet<string> {
 }
 
 const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*/;
-const INDEX = /^\[(\d+)\]/;
+/** `[3]`, or `[]` as in reason groups (hourly.ts), which are read back through here. */
+const INDEX = /^\[(\d*)\]/;
 const QUOTED = /^\["(?:[^"\\]|\\.)*"\]/;
 
 /**

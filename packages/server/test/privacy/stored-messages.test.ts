@@ -109,6 +109,8 @@ test('stored form: shapes, bounded paths, idempotence, unknown shapes cut to the
     ['schema validation failed: unknown field ["a b"]', 'schema validation failed: unknown field *'],
     ['hashed field user_data.email_address[3] is not a 64-char lowercase hex sha256', 'hashed field user_data.email_address[3] is not a 64-char lowercase hex sha256'],
     ['missing required field: timestamp', 'missing required field: timestamp'],
+    ['hashed field user_data.email_address[] is not a 64-char lowercase hex sha256', 'hashed field user_data.email_address[] is not a 64-char lowercase hex sha256'],
+    ['schema validation failed: unknown field user_data.address[].nick', 'schema validation failed: unknown field user_data.address[].*'],
     ['invalid field data_set_id: must equal X-Service-Data-Set', 'invalid field data_set_id: must equal X-Service-Data-Set'],
     ['invalid field properties.items[0].ext.note: contains a plaintext email address; x', 'invalid field properties.items[0].ext.*: contains a plaintext email address; x'],
     ['schema validation failed: source must be one of "website", "app", got "a\\", got \\"b"', 'schema validation failed: source must be one of "website", "app", got <value>'],
