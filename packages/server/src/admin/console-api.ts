@@ -280,7 +280,9 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
         ip: ds.policy.ip,
         pii_scan: ds.policy.piiScan,
         max_age_seconds: ds.policy.maxAgeSeconds,
-        merge_window_seconds: ds.policy.mergeWindowSeconds,
+        // Exact in milliseconds; the seconds figure is kept for older readers (fractional below 1 s).
+        merge_window_ms: ds.policy.mergeWindowMs,
+        merge_window_seconds: ds.policy.mergeWindowMs / 1000,
         version: ds.policy.version,
       },
       limits: { rps: ds.limits.rps, burst_rps: ds.limits.burstRps, burst_seconds: ds.limits.burstSeconds, eps: ds.limits.eps },

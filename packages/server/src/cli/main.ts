@@ -12,7 +12,7 @@ import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { DEFAULT_PORTS, parseEnvironment, type Environment, type ServeConfig } from '../config.js';
 import type { ControlPlane, DataSetRecord, KeyRecord, PolicyPatch } from '../control/control-plane.js';
-import { formatDurationMs, parseDurationMs } from '../control/duration.js';
+import { formatDurationMs, parseDurationMs, parseWholeSeconds } from '../control/duration.js';
 import { ControlPlaneError } from '../errors.js';
 import { migrateStorage, openStorage, validateDatabaseUrl } from '../storage/open-storage.js';
 import { demoBanner } from '../demo.js';
@@ -50,7 +50,7 @@ function dataSetJson(record: DataSetRecord) {
       ip: policy.ip,
       pii_scan: policy.piiScan,
       max_age: formatDurationMs(policy.maxAgeSeconds * 1000),
-      merge_window: formatDurationMs(policy.mergeWindowSeconds * 1000),
+      merge_window: formatDurationMs(policy.mergeWindowMs),
       version: policy.version,
     },
     limits: {
@@ -268,7 +268,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         if (records.length === 0) return void out('no data sets');
         for (const r of records) {
           out(
-            `${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} (policy v${r.policy.version})` +
+            `${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} merge_window=${r.policy.merge_window} (policy v${r.policy.version})` +
               `\trps=${r.limits.rps} burst_rps=${r.limits.burst_rps} burst_seconds=${r.limits.burst_seconds} eps=${r.limits.eps}`,
           );
         }
@@ -288,8 +288,9 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         if (opts.consent) patch.consent = opts.consent;
         if (opts.ip) patch.ip = opts.ip;
         if (opts.piiScan) patch.piiScan = opts.piiScan;
-        if (opts.maxAge) patch.maxAgeSeconds = Math.floor(parseDurationMs(opts.maxAge) / 1000);
-        if (opts.mergeWindow) patch.mergeWindowSeconds = Math.floor(parseDurationMs(opts.mergeWindow) / 1000);
+        if (opts.maxAge) patch.maxAgeSeconds = parseWholeSeconds('--max-age', opts.maxAge);
+        // Milliseconds, exactly: `500ms` is a 500 ms window, never 0 (which would turn merging off).
+        if (opts.mergeWindow) patch.mergeWindowMs = parseDurationMs(opts.mergeWindow);
         const record = await cp.setPolicy(id, patch);
         const json = dataSetJson(record);
         out(g.json ? JSON.stringify(json) : `data set ${id}: policy v${json.policy.version} ${JSON.stringify(json.policy)}`);

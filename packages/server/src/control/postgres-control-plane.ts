@@ -7,7 +7,7 @@
  */
 import { createSecretKey } from 'node:crypto';
 import { ControlPlaneError } from '../errors.js';
-import { DEFAULT_POLICY, type DataSetPolicy } from './data-set-policy.js';
+import { DEFAULT_POLICY, policyFromStored, type DataSetPolicy } from './data-set-policy.js';
 import { DEFAULT_LIMITS, validateLimits, type DataSetLimits } from '../rate-limit/data-set-limits.js';
 import {
   DATA_SET_ID_PATTERN,
@@ -48,7 +48,7 @@ function recordOf(row: DataSetRow): DataSetRecord {
   return {
     id: row.id,
     createdAt: row.created_at,
-    policy: Object.freeze({ ...DEFAULT_POLICY, ...JSON.parse(row.policy) }),
+    policy: policyFromStored(row.policy),
     limits: Object.freeze({ ...DEFAULT_LIMITS, ...(row.limits ? JSON.parse(row.limits) : {}) }),
   };
 }
