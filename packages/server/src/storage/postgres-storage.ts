@@ -11,7 +11,7 @@ import type { ControlPlane } from '../control/control-plane.js';
 import { loadMasterKey, SecretBox } from '../control/secret-box.js';
 import { PostgresControlPlane } from '../control/postgres-control-plane.js';
 import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
-import { PostgresEventQueue, readSegments } from '../queue/postgres-event-queue.js';
+import { acceptedCounts, PostgresEventQueue, readSegments } from '../queue/postgres-event-queue.js';
 import { PostgresIngestStatsStore, PostgresViewStore } from '../merged-view/postgres-view-store.js';
 import type { IngestStatsStore } from '../merged-view/view-store.js';
 import { lagOf } from '../consumer/sqlite-queue-source.js';
@@ -98,6 +98,7 @@ export class PostgresStorage implements Storage {
         const lag = lagOf(nextSeq, { lastSeq: row.last, receivedAt: row.oldest }, nowMs);
         return { ...lag, lag_records: lagRecords };
       },
+      acceptedCounts: (dataSetId, sinceHourMs) => acceptedCounts(this.#pool, dataSetId, sinceHourMs),
     };
   }
 

@@ -8,7 +8,7 @@ import { loadMasterKey, SecretBox } from '../control/secret-box.js';
 import { SqliteControlPlane } from '../control/sqlite-control-plane.js';
 import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { SqliteEventQueue } from '../queue/sqlite-event-queue.js';
-import { openQueueDatabase, readRecords } from '../queue/sqlite-queue-store.js';
+import { openQueueDatabase, readRecords, SqliteAcceptedCounts } from '../queue/sqlite-queue-store.js';
 import { SqliteQueueRetention } from '../queue/sqlite-queue-retention.js';
 
 /** How often the consumer prunes the queue (when a retention is set). */
@@ -27,6 +27,7 @@ export class SqliteStorage implements Storage {
   #control: ControlPlane | null = null;
   #view: SqliteViewStore | null = null;
   #source: SqliteQueueSource | null = null;
+  #accepted: SqliteAcceptedCounts | null = null;
   readonly #closables: { close(): Promise<void> }[] = [];
 
   constructor(dataDir: string, env: Environment) {
@@ -74,6 +75,10 @@ export class SqliteStorage implements Storage {
         const nextSeq = await this.viewStore().offset(VIEW_CONSUMER);
         this.#source ??= new SqliteQueueSource(file);
         return lagOf(nextSeq, this.#source.position(nextSeq), nowMs);
+      },
+      acceptedCounts: async (dataSetId, sinceHourMs) => {
+        if (!this.#accepted) this.#closables.push((this.#accepted = new SqliteAcceptedCounts(file)));
+        return this.#accepted.read(dataSetId, sinceHourMs);
       },
     };
   }
@@ -134,6 +139,7 @@ export class SqliteStorage implements Storage {
 
   async close(): Promise<void> {
     for (const c of this.#closables.splice(0)) await c.close();
+    this.#accepted = null;
     await this.#source?.close();
     await this.#view?.close();
     await this.#control?.close();
