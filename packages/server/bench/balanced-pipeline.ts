@@ -138,7 +138,7 @@ export interface PipelineRun {
   readonly accepted_events_per_second: number;
   readonly requests_ok: number;
   readonly requests_failed: number;
-  /** Requests still owed when the load stopped (the generator could not send them: service too slow). */
+  /** Requests of the planned run never sent: the run stopped early, or the service was too slow to take them in time. */
   readonly requests_owed: number;
   readonly max_lag_seconds: number;
   readonly max_lag_records: number;
