@@ -102,6 +102,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .addOption(new Option('--data-dir <dir>', 'data directory').env('ECAPI_DATA_DIR').default('./data'))
     .addOption(new Option('--env <env>', 'environment: production or test').env('ECAPI_ENV').default('production'))
     .addOption(new Option('--database-url <url>', 'postgres://… : keep everything in PostgreSQL (scale-out profile); default: embedded SQLite in the data dir').env('ECAPI_DATABASE_URL'))
+    .addOption(new Option('--master-key-file <path>', 'read the master key from this file (a mounted secret) instead of <data-dir>/master.key').env('ECAPI_MASTER_KEY_FILE'))
     .option('--json', 'print one JSON document', false)
     .exitOverride()
     .configureOutput({
@@ -111,14 +112,20 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     });
 
   const globals = (): GlobalOptions => {
-    const opts = program.opts<{ dataDir: string; env: string; json: boolean; databaseUrl?: string }>();
+    const opts = program.opts<{ dataDir: string; env: string; json: boolean; databaseUrl?: string; masterKeyFile?: string }>();
     validateDatabaseUrl(opts.databaseUrl);
-    return { dataDir: resolve(opts.dataDir), env: parseEnvironment(opts.env), json: opts.json, databaseUrl: opts.databaseUrl || undefined };
+    return {
+      dataDir: resolve(opts.dataDir),
+      env: parseEnvironment(opts.env),
+      json: opts.json,
+      databaseUrl: opts.databaseUrl || undefined,
+      masterKeyFile: opts.masterKeyFile ? resolve(opts.masterKeyFile) : undefined,
+    };
   };
 
   const withStorage = async <T>(fn: (storage: Storage, g: GlobalOptions) => Promise<T>): Promise<T> => {
     const g = globals();
-    const storage = await openStorage({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, poolSize: 2 });
+    const storage = await openStorage({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, poolSize: 2, masterKeyFile: g.masterKeyFile });
     try {
       return await fn(storage, g);
     } finally {
@@ -213,6 +220,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         failedAuthBurst: parsePositive(opts.failedAuthBurst),
         rateLimit: opts.rateLimit,
         databaseUrl: g.databaseUrl,
+        masterKeyFile: g.masterKeyFile,
         headersTimeoutMs: parseDurationMs(opts.headersTimeout),
         requestTimeoutMs: parseDurationMs(opts.requestTimeout),
         keepAliveTimeoutMs: parseDurationMs(opts.keepAliveTimeout),
