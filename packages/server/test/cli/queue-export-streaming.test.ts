@@ -21,6 +21,10 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { queueDbFile } from '../../src/config.js';
 import { openQueueDatabase } from '../../src/queue/sqlite-queue-store.js';
+import { viewDbFile } from '../../src/config.js';
+import { SqliteQueueSource } from '../../src/consumer/sqlite-queue-source.js';
+import { ViewConsumer } from '../../src/consumer/view-consumer.js';
+import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
 import { BIN, TEST_PROFILE, tempDataDir } from '../helpers/server-process.js';
 
 const SEGMENTS = 1_000;
@@ -37,15 +41,15 @@ const EXTRA_RSS_LIMIT = 128 * 1024 * 1024;
 
 const skip = TEST_PROFILE === 'postgres' ? 'generates an embedded queue file' : false;
 
-function generateQueue(dataDir: string): void {
+function generateQueue(dataDir: string, segments = SEGMENTS): void {
   const db = openQueueDatabase(queueDbFile(dataDir, 'production'));
   try {
-    const dataSet = `export-${'d'.repeat(100)}`;
+    const dataSet = segments === SEGMENTS ? `export-${'d'.repeat(100)}` : 'merged';
     const insert = db.prepare(
       'INSERT INTO queue_segments (first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, events, metas) VALUES (?, ?, ?, ?, ?, ?, 1, ?, NULL)',
     );
     db.transaction(() => {
-      for (let s = 0; s < SEGMENTS; s++) {
+      for (let s = 0; s < segments; s++) {
         const events: string[] = [];
         for (let i = 0; i < EVENTS_PER_SEGMENT; i++) events.push(`{"id":"e${s}-${i}","event_type":"purchase","timestamp":1700000000}`);
         const requestId = `${String(s).padStart(8, '0')}-${'r'.repeat(280)}`;
@@ -119,5 +123,29 @@ test('queue export of 1 M records through a slow pipe: every line arrives, peak 
   });
   assert.equal(head.status, 0, `queue export | head -1 exits 0: ${readFileSync(join(dataDir, 'stderr'), 'utf8')}`);
   assert.equal((JSON.parse(head.stdout.trim()) as { seq: number }).seq, 1);
+  assert.equal(readFileSync(join(dataDir, 'stderr'), 'utf8'), '', 'nothing on stderr');
+});
+
+test('events export | head -1: exit 0, nothing on stderr', { skip, timeout: 120_000 }, async () => {
+  // 5,000 merged records (several pages, more than a pipe buffer), applied by the real consumer.
+  const dataDir = tempDataDir('ecapi-events-export-');
+  generateQueue(dataDir, 5);
+  const store = new SqliteViewStore(viewDbFile(dataDir, 'production'));
+  const source = new SqliteQueueSource(queueDbFile(dataDir, 'production'));
+  try {
+    await new ViewConsumer(store, source, { batchSize: 5_000, mergeWindowMs: () => 7 * 86_400_000 }).drain();
+  } finally {
+    await source.close();
+    await store.close();
+  }
+  const all = spawnSync(process.execPath, [BIN, '--data-dir', dataDir, 'events', 'export', '--data-set', 'merged'], { encoding: 'utf8', maxBuffer: 64 * 2 ** 20, env: { ...process.env, ECAPI_DATABASE_URL: '' } });
+  assert.equal(all.status, 0, all.stderr);
+  assert.equal(all.stdout.trim().split('\n').length, 5_000);
+  const head = spawnSync('bash', ['-c', 'set -o pipefail; "$0" "$1" --data-dir "$2" events export --data-set merged 2>"$2/stderr" | head -1', process.execPath, BIN, dataDir], {
+    encoding: 'utf8',
+    env: { ...process.env, ECAPI_DATABASE_URL: '' },
+  });
+  assert.equal(head.status, 0, `events export | head -1 exits 0: ${readFileSync(join(dataDir, 'stderr'), 'utf8')}`);
+  assert.equal(head.stdout.trim().split('\n').length, 1);
   assert.equal(readFileSync(join(dataDir, 'stderr'), 'utf8'), '', 'nothing on stderr');
 });
