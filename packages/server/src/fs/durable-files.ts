@@ -95,6 +95,22 @@ function writeAll(fd: number, data: Uint8Array): void {
   while (written < data.byteLength) written += writeSync(fd, data, written, data.byteLength - written);
 }
 
+/** Moves `temp` to `file` unless `file` exists (EEXIST). */
+function placeExclusively(temp: string, file: string): void {
+  try {
+    linkSync(temp, file);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    // File systems without hard links: a check then a rename (a race with another process creating
+    // the same file at the same moment is not excluded there).
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw error;
+    if (existsSync(file)) throw Object.assign(new Error(`EEXIST: file already exists, ${file}`), { code: 'EEXIST' });
+    renameSync(temp, file);
+    return;
+  }
+  unlinkSync(temp);
+}
+
 /**
  * Writes `data` to `file` so that after a power failure the file holds either its previous content
  * (or does not exist) or all of `data`, with `mode` from the moment it exists. The directory must
@@ -118,9 +134,8 @@ export function writeFileDurably(
       closeSync(fd);
     }
     if (options.exclusive) {
-      linkSync(temp, file); // EEXIST when the file exists: it is never replaced
+      placeExclusively(temp, file); // EEXIST when the file exists: it is never replaced
       placed = true;
-      unlinkSync(temp);
     } else {
       renameSync(temp, file);
       placed = true;

@@ -49,7 +49,7 @@ export async function loadTlsMaterial(options: {
   if (existsSync(certFile) && existsSync(keyFile)) {
     const cert = readFileSync(certFile, 'utf8');
     const key = readFileSync(keyFile, 'utf8');
-    if (Date.parse(new X509Certificate(cert).validTo) - Date.now() > RENEW_BEFORE_MS && keyMatchesCert(cert, key)) {
+    if (validUntil(cert) - Date.now() > RENEW_BEFORE_MS && keyMatchesCert(cert, key)) {
       // Written by an earlier run that may have been killed before its directory syncs.
       ensureDirDurably(dir);
       syncDirectory(dir);
@@ -89,5 +89,14 @@ function keyMatchesCert(cert: string, key: string): boolean {
     return new X509Certificate(cert).checkPrivateKey(createPrivateKey(key));
   } catch {
     return false;
+  }
+}
+
+/** When the certificate expires (ms); 0 for a file that is not a certificate: it is regenerated. */
+function validUntil(cert: string): number {
+  try {
+    return Date.parse(new X509Certificate(cert).validTo);
+  } catch {
+    return 0;
   }
 }
