@@ -144,7 +144,7 @@ export function masterKeyLoader(options: MasterKeyOptions): MasterKeyLoader {
       const explicit = options.keyFile || env.ECAPI_MASTER_KEY_FILE || undefined;
       if (explicit !== undefined) {
         const file = resolve(explicit);
-        const origin = `master key file ${file} (--master-key-file)`;
+        const origin = `master key file ${file} (--master-key-file or ECAPI_MASTER_KEY_FILE)`;
         try {
           return readKeyFile(file, origin);
         } catch (error) {
