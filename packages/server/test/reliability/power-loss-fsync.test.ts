@@ -28,7 +28,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -83,10 +83,12 @@ test('power loss: every entry the first steps create in the data dir is fsynced,
   const problems: string[] = [];
   const exemptions = new Set<string>();
   let checkedCount = 0;
+  const traceFiles: string[] = [];
 
   const cliStep = async (label: string, args: string[]) => {
     const before = new Set(listTree(base).keys());
     const traceFile = join(tmpdir(), `${basename(base)}-${label.replace(/\W+/g, '-')}.strace`);
+    traceFiles.push(traceFile);
     const result = await traced(traceFile, ['--data-dir', dataDir, '--json', ...args]);
     assert.equal(result.code, 0, `${label}: ${result.stderr}`);
     const model = modelTrace(readFileSync(traceFile, 'utf8'), before);
@@ -113,6 +115,7 @@ test('power loss: every entry the first steps create in the data dir is fsynced,
   // which could cover for a missing fsync on the acknowledgement path.
   const before = new Set(listTree(base).keys());
   const traceFile = join(tmpdir(), `${basename(base)}-serve.strace`);
+  traceFiles.push(traceFile);
   const child = strace(traceFile, ['--data-dir', dataDir, 'serve', '--port', '0', '--admin-port', '0', '--no-demo', '--workers', '2', '--no-worker']);
   let output = '';
   child.stdout!.setEncoding('utf8').on('data', (t: string) => (output += t));
@@ -200,4 +203,5 @@ test('power loss: every entry the first steps create in the data dir is fsynced,
 
   console.log(`checked ${checkedCount} entries; exempt:\n  ${[...exemptions].join('\n  ')}`);
   assert.deepEqual(problems, [], `not durable when relied on:\n${problems.join('\n')}`);
+  for (const file of traceFiles) rmSync(file, { force: true }); // kept when the test fails
 });
