@@ -7,8 +7,7 @@
  * run, which is what lets batched ingest reach the 100k events/s class on a small machine.
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { prepareDatabaseFile } from '../fs/durable-files.js';
 import type { QueueRecord, ReadOptions } from './event-queue.js';
 import { appendSegmentRecords, segmentEvents, type SegmentHeader } from './segment-records.js';
 import { bodyLogDir, readLoggedBody } from './sqlite-body-log.js';
@@ -68,7 +67,8 @@ function addBodyLogColumns(db: Database.Database): void {
 export { segmentEvents };
 
 export function openQueueDatabase(file: string, options: { readonly?: boolean } = {}): Database.Database {
-  if (!options.readonly) mkdirSync(dirname(file), { recursive: true });
+  // The directory entry chain must be durable before any commit in it is acknowledged (durable-files.ts).
+  if (!options.readonly) prepareDatabaseFile(file);
   const db = new Database(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
   // First: several processes (the workers of a node, the CLI, the consumer) open this file at the
   // same moment, and switching to WAL or creating the schema must wait for a lock, not fail.

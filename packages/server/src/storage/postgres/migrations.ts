@@ -209,4 +209,8 @@ BEGIN
 END $$;
 `;
 
-export const MIGRATIONS: readonly Migration[] = [{ version: 1, name: 'initial: control plane, queue, merged view, leases, rate limits', sql: initial }];
+export const MIGRATIONS: readonly Migration[] = [
+  { version: 1, name: 'initial: control plane, queue, merged view, leases, rate limits', sql: initial },
+  // Issue 21: the fingerprint of the master key the control plane's secrets are sealed with.
+  { version: 2, name: 'master key fingerprint', sql: 'ALTER TABLE control_meta ADD COLUMN master_key_fingerprint text;' },
+];
