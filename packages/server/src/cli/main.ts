@@ -18,7 +18,7 @@ import { migrateStorage, openStorage, validateDatabaseUrl } from '../storage/ope
 import { demoBanner } from '../demo.js';
 import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messages.js';
 import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
-import { CliError, processIo, type CliIo } from './cli-io.js';
+import { CliError, OutputClosedError, processIo, watchOutput, writeWithBackpressure, type CliIo } from './cli-io.js';
 import type { CliContext, GlobalOptions } from './cli-context.js';
 import type { Storage } from '../storage/storage.js';
 import { registerViewCommands } from './view-commands.js';
@@ -94,6 +94,8 @@ const commandModules: CommandModule[] = [registerSendCommand, registerViewComman
 
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const out = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  // A reader that closes early (`| head`) ends the command quietly instead of with a stack trace.
+  watchOutput(io.stdout);
   let exitCode = 0;
   let serveDone: Promise<void> | null = null;
 
@@ -102,6 +104,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .addOption(new Option('--data-dir <dir>', 'data directory').env('ECAPI_DATA_DIR').default('./data'))
     .addOption(new Option('--env <env>', 'environment: production or test').env('ECAPI_ENV').default('production'))
     .addOption(new Option('--database-url <url>', 'postgres://… : keep everything in PostgreSQL (scale-out profile); default: embedded SQLite in the data dir').env('ECAPI_DATABASE_URL'))
+    .addOption(new Option('--master-key-file <path>', 'read the master key from this file (a mounted secret) instead of <data-dir>/master.key').env('ECAPI_MASTER_KEY_FILE'))
     .option('--json', 'print one JSON document', false)
     .exitOverride()
     .configureOutput({
@@ -111,14 +114,20 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     });
 
   const globals = (): GlobalOptions => {
-    const opts = program.opts<{ dataDir: string; env: string; json: boolean; databaseUrl?: string }>();
+    const opts = program.opts<{ dataDir: string; env: string; json: boolean; databaseUrl?: string; masterKeyFile?: string }>();
     validateDatabaseUrl(opts.databaseUrl);
-    return { dataDir: resolve(opts.dataDir), env: parseEnvironment(opts.env), json: opts.json, databaseUrl: opts.databaseUrl || undefined };
+    return {
+      dataDir: resolve(opts.dataDir),
+      env: parseEnvironment(opts.env),
+      json: opts.json,
+      databaseUrl: opts.databaseUrl || undefined,
+      masterKeyFile: opts.masterKeyFile ? resolve(opts.masterKeyFile) : undefined,
+    };
   };
 
   const withStorage = async <T>(fn: (storage: Storage, g: GlobalOptions) => Promise<T>): Promise<T> => {
     const g = globals();
-    const storage = await openStorage({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, poolSize: 2 });
+    const storage = await openStorage({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, poolSize: 2, masterKeyFile: g.masterKeyFile });
     try {
       return await fn(storage, g);
     } finally {
@@ -213,6 +222,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         failedAuthBurst: parsePositive(opts.failedAuthBurst),
         rateLimit: opts.rateLimit,
         databaseUrl: g.databaseUrl,
+        masterKeyFile: g.masterKeyFile,
         headersTimeoutMs: parseDurationMs(opts.headersTimeout),
         requestTimeoutMs: parseDurationMs(opts.requestTimeout),
         keepAliveTimeoutMs: parseDurationMs(opts.keepAliveTimeout),
@@ -396,7 +406,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         for (;;) {
           const records = await reader.read({ fromSeq: from, limit: 5000, ...(opts.dataSet ? { dataSetId: opts.dataSet } : {}) });
           if (records.length === 0) break;
-          io.stdout.write(records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+          // Waits for the reader (bounded memory whatever the queue's size); stops if it went away.
+          await writeWithBackpressure(io.stdout, records.map((r) => JSON.stringify(r)).join('\n') + '\n');
           from = records[records.length - 1]!.seq + 1;
         }
       }),
@@ -427,6 +438,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     if (serveDone) await serveDone;
     return exitCode;
   } catch (error) {
+    if (error instanceof OutputClosedError) return 0; // `| head`: the reader has what it wanted
     if (error instanceof CommanderError) {
       return error.exitCode === 0 ? 0 : 2;
     }

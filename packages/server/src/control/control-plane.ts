@@ -78,6 +78,11 @@ export interface ControlPlane {
   addGrant(keyId: string, dataSetId: string): Promise<void>;
   removeGrant(keyId: string, dataSetId: string): Promise<void>;
 
+  /**
+   * Loads the master key and checks it against the fingerprint stored with the sealed secrets; throws
+   * a MasterKeyError (one line: which file or variable, what to do) when it does not match.
+   */
+  verifyMasterKey(): Promise<void>;
   version(): Promise<number>;
   loadSnapshot(): Promise<CredentialSnapshot>;
   close(): Promise<void>;

@@ -7,8 +7,8 @@
  * run, which is what lets batched ingest reach the 100k events/s class on a small machine.
  */
 import Database from 'better-sqlite3';
-import { existsSync, mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync } from 'node:fs';
+import { prepareDatabaseFile } from '../fs/durable-files.js';
 import type { QueueRecord, ReadOptions } from './event-queue.js';
 import { appendSegmentRecords, segmentEvents, type SegmentHeader } from './segment-records.js';
 import { bodyLogDir, readLoggedBody } from './sqlite-body-log.js';
@@ -132,7 +132,8 @@ export class SqliteAcceptedCounts {
 export { segmentEvents };
 
 export function openQueueDatabase(file: string, options: { readonly?: boolean } = {}): Database.Database {
-  if (!options.readonly) mkdirSync(dirname(file), { recursive: true });
+  // The directory entry chain must be durable before any commit in it is acknowledged (durable-files.ts).
+  if (!options.readonly) prepareDatabaseFile(file);
   const db = new Database(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
   // First: several processes (the workers of a node, the CLI, the consumer) open this file at the
   // same moment, and switching to WAL or creating the schema must wait for a lock, not fail.

@@ -50,3 +50,21 @@ test('PostgresControlPlane: mutations bump the version; snapshot, grants, policy
     await pool.end();
   }
 });
+
+test('PostgresControlPlane: a node with another master key is refused with one line', pgOnly, async () => {
+  const url = await freshDatabase('control');
+  await migrate(url, 'production');
+  const pool = createPool(url, 'production');
+  try {
+    const right = new SecretBox(randomBytes(32));
+    const first = new PostgresControlPlane(pool, right, Date.now, { name: 'PostgreSQL schema ecapi_production' });
+    await first.createDataSet('a');
+    await first.createKey(['a']);
+    const other = new PostgresControlPlane(pool, new SecretBox(randomBytes(32)), Date.now, { name: 'PostgreSQL schema ecapi_production' });
+    await assert.rejects(other.loadSnapshot(), /does not match the control plane \(PostgreSQL schema ecapi_production\)/);
+    await assert.rejects(other.createKey(['a']), /does not match the control plane/);
+    await new PostgresControlPlane(pool, right).verifyMasterKey();
+  } finally {
+    await pool.end();
+  }
+});

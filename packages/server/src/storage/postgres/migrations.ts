@@ -226,5 +226,7 @@ INSERT INTO queue_accepted (data_set_id, hour, n)
 
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: 'initial: control plane, queue, merged view, leases, rate limits', sql: initial },
-  { version: 2, name: 'accepted counts per data set and hour, written by the queue commit', sql: acceptedCounts },
+  // Issue 21: the fingerprint of the master key the control plane's secrets are sealed with.
+  { version: 2, name: 'master key fingerprint', sql: 'ALTER TABLE control_meta ADD COLUMN master_key_fingerprint text;' },
+  { version: 3, name: 'accepted counts per data set and hour, written by the queue commit', sql: acceptedCounts },
 ];
