@@ -49,6 +49,8 @@ export interface ServeConfig {
   readonly rateLimit?: boolean;
   /** postgres://… (--database-url, ECAPI_DATABASE_URL): all storage in PostgreSQL; absent: embedded SQLite. */
   readonly databaseUrl?: string | undefined;
+  /** --master-key-file (ECAPI_MASTER_KEY_FILE): the master key from a mounted secret instead of <data-dir>/master.key. */
+  readonly masterKeyFile?: string | undefined;
 }
 
 export const DEFAULT_PORTS: Record<Environment, { port: number; adminPort: number }> = {

@@ -63,10 +63,12 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const metrics = new ServiceMetrics();
   // Storage profile (embedded SQLite, or PostgreSQL with --database-url): chosen in open-storage.ts only.
-  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl });
+  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl, masterKeyFile: config.masterKeyFile });
   const durabilityWarning = await storage.durabilityWarning();
   if (durabilityWarning) logger.warn({ storage: storage.location }, durabilityWarning);
   const controlPlane = storage.controlPlane();
+  // The master key must be the one the control plane's secrets were sealed with (one line otherwise).
+  await controlPlane.verifyMasterKey();
   const demoKey = role === 'single' && config.demo ? await createDemoIfFresh(controlPlane) : null;
   const credentials = await CredentialCache.start(controlPlane, {
     intervalMs: config.controlPollMs,

@@ -22,7 +22,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DataSetRecord, KeyRecord } from '../control/control-plane.js';
 import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
 import { isoOrNull, parseDurationMs } from '../control/duration.js';
-import { matchQuality, type StatsDocument } from '../analytics/hourly.js';
+import type { StatsDocument } from '../analytics/hourly.js';
 import { LIVE_WINDOW_MS, type LiveStore } from '../observability/live-stats.js';
 import type { AdminAuthGate } from './admin-app.js';
 
@@ -171,7 +171,7 @@ function todayOf(doc: StatsDocument) {
     events_rejected: t.ingest.rejected,
     acceptance_rate: ratio(t.ingest.accepted, seen),
     distinct_events: t.events,
-    match_quality: t.events === 0 ? null : matchQuality(t.identifier_coverage),
+    match_quality: t.events === 0 ? null : t.match_quality_score,
     measurement_only_share: t.events === 0 ? null : t.measurement_only_share,
   };
 }
@@ -276,7 +276,9 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
         ip: ds.policy.ip,
         pii_scan: ds.policy.piiScan,
         max_age_seconds: ds.policy.maxAgeSeconds,
-        merge_window_seconds: ds.policy.mergeWindowSeconds,
+        // Exact in milliseconds; the seconds figure is kept for older readers (fractional below 1 s).
+        merge_window_ms: ds.policy.mergeWindowMs,
+        merge_window_seconds: ds.policy.mergeWindowMs / 1000,
         version: ds.policy.version,
       },
       limits: { rps: ds.limits.rps, burst_rps: ds.limits.burstRps, burst_seconds: ds.limits.burstSeconds, eps: ds.limits.eps },
@@ -326,7 +328,7 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
         rejected: day.totals.ingest.rejected,
         rejections: day.totals.ingest.rejections,
         identifier_coverage: day.totals.identifier_coverage,
-        match_quality: day.totals.events === 0 ? null : matchQuality(day.totals.identifier_coverage),
+        match_quality: day.totals.events === 0 ? null : day.totals.match_quality_score,
         match_quality_by_event_type: day.totals.match_quality,
         measurement_only_share: day.totals.measurement_only_share,
       },

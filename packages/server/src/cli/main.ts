@@ -19,13 +19,13 @@ import {
   type KeyRecord,
   type PolicyPatch,
 } from '../control/control-plane.js';
-import { formatDurationMs, isoOrNull, parseDurationMs } from '../control/duration.js';
+import { formatDurationMs, isoOrNull, parseDurationMs, parseWholeSeconds } from '../control/duration.js';
 import { ControlPlaneError } from '../errors.js';
 import { migrateStorage, openStorage, validateDatabaseUrl } from '../storage/open-storage.js';
 import { demoBanner } from '../demo.js';
 import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messages.js';
 import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
-import { CliError, processIo, type CliIo } from './cli-io.js';
+import { CliError, OutputClosedError, processIo, watchOutput, writeWithBackpressure, type CliIo } from './cli-io.js';
 import type { CliContext, GlobalOptions } from './cli-context.js';
 import type { Storage } from '../storage/storage.js';
 import { registerViewCommands } from './view-commands.js';
@@ -58,7 +58,7 @@ function dataSetJson(record: DataSetRecord) {
       ip: policy.ip,
       pii_scan: policy.piiScan,
       max_age: formatDurationMs(policy.maxAgeSeconds * 1000),
-      merge_window: formatDurationMs(policy.mergeWindowSeconds * 1000),
+      merge_window: formatDurationMs(policy.mergeWindowMs),
       version: policy.version,
     },
     limits: {
@@ -102,6 +102,8 @@ const commandModules: CommandModule[] = [registerSendCommand, registerViewComman
 
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const out = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  // A reader that closes early (`| head`) ends the command quietly instead of with a stack trace.
+  watchOutput(io.stdout);
   let exitCode = 0;
   let serveDone: Promise<void> | null = null;
 
@@ -110,6 +112,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .addOption(new Option('--data-dir <dir>', 'data directory').env('ECAPI_DATA_DIR').default('./data'))
     .addOption(new Option('--env <env>', 'environment: production or test').env('ECAPI_ENV').default('production'))
     .addOption(new Option('--database-url <url>', 'postgres://… : keep everything in PostgreSQL (scale-out profile); default: embedded SQLite in the data dir').env('ECAPI_DATABASE_URL'))
+    .addOption(new Option('--master-key-file <path>', 'read the master key from this file (a mounted secret) instead of <data-dir>/master.key').env('ECAPI_MASTER_KEY_FILE'))
     .option('--json', 'print one JSON document', false)
     .exitOverride()
     .configureOutput({
@@ -119,14 +122,20 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     });
 
   const globals = (): GlobalOptions => {
-    const opts = program.opts<{ dataDir: string; env: string; json: boolean; databaseUrl?: string }>();
+    const opts = program.opts<{ dataDir: string; env: string; json: boolean; databaseUrl?: string; masterKeyFile?: string }>();
     validateDatabaseUrl(opts.databaseUrl);
-    return { dataDir: resolve(opts.dataDir), env: parseEnvironment(opts.env), json: opts.json, databaseUrl: opts.databaseUrl || undefined };
+    return {
+      dataDir: resolve(opts.dataDir),
+      env: parseEnvironment(opts.env),
+      json: opts.json,
+      databaseUrl: opts.databaseUrl || undefined,
+      masterKeyFile: opts.masterKeyFile ? resolve(opts.masterKeyFile) : undefined,
+    };
   };
 
   const withStorage = async <T>(fn: (storage: Storage, g: GlobalOptions) => Promise<T>): Promise<T> => {
     const g = globals();
-    const storage = await openStorage({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, poolSize: 2 });
+    const storage = await openStorage({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, poolSize: 2, masterKeyFile: g.masterKeyFile });
     try {
       return await fn(storage, g);
     } finally {
@@ -223,6 +232,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         failedAuthBurst: parsePositive(opts.failedAuthBurst),
         rateLimit: opts.rateLimit,
         databaseUrl: g.databaseUrl,
+        masterKeyFile: g.masterKeyFile,
         headersTimeoutMs: parseDurationMs(opts.headersTimeout),
         requestTimeoutMs: parseDurationMs(opts.requestTimeout),
         keepAliveTimeoutMs: parseDurationMs(opts.keepAliveTimeout),
@@ -278,7 +288,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         if (records.length === 0) return void out('no data sets');
         for (const r of records) {
           out(
-            `${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} (policy v${r.policy.version})` +
+            `${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} merge_window=${r.policy.merge_window} (policy v${r.policy.version})` +
               `\trps=${r.limits.rps} burst_rps=${r.limits.burst_rps} burst_seconds=${r.limits.burst_seconds} eps=${r.limits.eps}`,
           );
         }
@@ -299,8 +309,9 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         if (opts.ip) patch.ip = opts.ip;
         if (opts.piiScan) patch.piiScan = opts.piiScan;
         const window = { max: MAX_POLICY_WINDOW_SECONDS * 1000 };
-        if (opts.maxAge) patch.maxAgeSeconds = Math.floor(parseDurationMs(opts.maxAge, { ...window, what: 'the maximum event age' }) / 1000);
-        if (opts.mergeWindow) patch.mergeWindowSeconds = Math.floor(parseDurationMs(opts.mergeWindow, { ...window, what: 'the merge window' }) / 1000);
+        if (opts.maxAge) patch.maxAgeSeconds = parseWholeSeconds('--max-age', opts.maxAge, { ...window, what: 'the maximum event age' });
+        // Milliseconds, exactly: `500ms` is a 500 ms window, never 0 (which would turn merging off).
+        if (opts.mergeWindow) patch.mergeWindowMs = parseDurationMs(opts.mergeWindow, { ...window, what: 'the merge window' });
         const record = await cp.setPolicy(id, patch);
         const json = dataSetJson(record);
         out(g.json ? JSON.stringify(json) : `data set ${id}: policy v${json.policy.version} ${JSON.stringify(json.policy)}`);
@@ -408,7 +419,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         for (;;) {
           const records = await reader.read({ fromSeq: from, limit: 5000, ...(opts.dataSet ? { dataSetId: opts.dataSet } : {}) });
           if (records.length === 0) break;
-          io.stdout.write(records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+          // Waits for the reader (bounded memory whatever the queue's size); stops if it went away.
+          await writeWithBackpressure(io.stdout, records.map((r) => JSON.stringify(r)).join('\n') + '\n');
           from = records[records.length - 1]!.seq + 1;
         }
       }),
@@ -439,6 +451,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     if (serveDone) await serveDone;
     return exitCode;
   } catch (error) {
+    if (error instanceof OutputClosedError) return 0; // `| head`: the reader has what it wanted
     if (error instanceof CommanderError) {
       return error.exitCode === 0 ? 0 : 2;
     }

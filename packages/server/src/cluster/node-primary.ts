@@ -43,7 +43,9 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   assertAdminExposure(config);
   const logger = createLogger({ level: config.logLevel });
   // Migrates the PostgreSQL schema once, before the workers open it (open-storage.ts picks the profile).
-  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl, poolSize: 2 });
+  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl, poolSize: 2, masterKeyFile: config.masterKeyFile });
+  // A wrong, empty or missing master key stops the node here, with one line, before any worker starts.
+  await storage.controlPlane().verifyMasterKey();
   const demoKey = config.demo ? await createDemoIfFresh(storage.controlPlane()) : null;
   const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
 

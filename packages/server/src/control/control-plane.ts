@@ -80,6 +80,11 @@ export interface ControlPlane {
   addGrant(keyId: string, dataSetId: string): Promise<void>;
   removeGrant(keyId: string, dataSetId: string): Promise<void>;
 
+  /**
+   * Loads the master key and checks it against the fingerprint stored with the sealed secrets; throws
+   * a MasterKeyError (one line: which file or variable, what to do) when it does not match.
+   */
+  verifyMasterKey(): Promise<void>;
   version(): Promise<number>;
   loadSnapshot(): Promise<CredentialSnapshot>;
   close(): Promise<void>;
@@ -104,11 +109,12 @@ export function validateRotationGrace(graceMs: number): void {
 }
 
 export function validatePolicyPatch(patch: PolicyPatch): void {
-  for (const [name, label] of [['maxAgeSeconds', 'max age'], ['mergeWindowSeconds', 'merge window']] as const) {
-    const value = patch[name];
-    if (value === undefined) continue;
-    if (!Number.isSafeInteger(value) || value < 1 || value > MAX_POLICY_WINDOW_SECONDS) {
-      throw new ControlPlaneError(`invalid ${label}: between 1s and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}`);
-    }
+  const maxAge = patch.maxAgeSeconds;
+  if (maxAge !== undefined && (!Number.isSafeInteger(maxAge) || maxAge < 1 || maxAge > MAX_POLICY_WINDOW_SECONDS)) {
+    throw new ControlPlaneError(`invalid max age: between 1s and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}`);
+  }
+  const mergeWindow = patch.mergeWindowMs;
+  if (mergeWindow !== undefined && (!Number.isSafeInteger(mergeWindow) || mergeWindow < 0 || mergeWindow > MAX_POLICY_WINDOW_SECONDS * 1000)) {
+    throw new ControlPlaneError(`invalid merge window: between 0ms and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}, in whole milliseconds`);
   }
 }
