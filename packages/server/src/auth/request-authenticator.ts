@@ -9,6 +9,9 @@
  *   message, so a sender who missed the switch knows what to do.
  * - A data set that does not exist answers exactly like one the key has no grant for, so the
  *   service never reveals which data sets exist.
+ * - The checks that need no body (headers, signature shape, key known and not revoked) are one
+ *   function, run twice: from the request head by the public server (refusalBeforeBody), so that
+ *   a request that can only fail is refused before its body costs anything, and again here.
  */
 import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { HEADER_DATA_SET, HEADER_KEY_ID, HEADER_SIGNATURE, SIGNATURE_PATTERN } from '@ecapi-ingest/protocol';
