@@ -25,6 +25,9 @@
  *   most `untrustedShare` of the budget (a quarter by default), so bodies that stall or crawl
  *   without credentials can never take the room authenticated senders need; the public server's
  *   body idle timeout and minimum rate bound how long they hold even that.
+ * - A body that is already whole in memory when it would wait (it came with its first read, or,
+ *   on HTTP/1.1, arrived while it waited) is counted and admitted at once (admitNow): its bytes are
+ *   held either way. Only reading more is what waiting saves; most single events never wait.
  * - Requests are admitted in arrival order within their class, trusted ones first. A request is
  *   always admitted when nothing else (of its class) is in flight, so a body larger than the
  *   budget still gets through.
@@ -99,6 +102,14 @@ export class BodyBudget {
       if (at >= 0) queue.splice(at, 1);
       this.#admitWaiting();
     };
+  }
+
+  /**
+   * Counts bytes that are already in memory (a body that arrived whole with its first read): they
+   * are held whether or not they wait, so they never wait; waiting would only delay their answer.
+   */
+  admitNow(bytes: number, trusted = true): BodyReservation {
+    return this.#take(bytes, trusted);
   }
 
   #fits(bytes: number, trusted: boolean): boolean {

@@ -106,6 +106,10 @@ interface BodyWatch {
   bytes: number;
   /** Waiting for the body budget: the pause is ours, not the client's. */
   paused: boolean;
+  /** HTTP/1.1, while paused: bytes Node buffered behind the pause when last looked at. */
+  buffered: number;
+  /** While paused: admits the request now (its body turned out to be whole in memory). */
+  admitNow: (() => void) | null;
 }
 
 function send(res: Response, status: number, body: string, requestId: string, extra?: Record<string, string>): void {
@@ -204,8 +208,26 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
       const h2req = 'stream' in watch.req;
       let reason: string | null = null;
       if (h2req && clock - watch.startedAt > requestTimeoutMs) reason = 'request timeout';
-      else if (watch.paused) continue;
-      else if (clock - watch.lastDataAt > bodyIdleTimeoutMs) reason = 'body idle timeout';
+      else if (watch.paused) {
+        // Waiting for the budget. On HTTP/1.1 Node keeps reading the socket into the paused request
+        // until its buffer is full, so the client's progress stays visible: a body that is whole by
+        // now is admitted (its bytes are in memory anyway); one whose buffer is not full and has not
+        // grown for the idle timeout is a stalled client, not our pause. (HTTP/2 shows no end of
+        // body while paused: a waiting stream is left to the request timeout.)
+        if (h2req) continue;
+        const req = watch.req as IncomingMessage;
+        if (req.complete) {
+          watch.admitNow?.();
+          continue;
+        }
+        if (req.readableLength !== watch.buffered) {
+          watch.buffered = req.readableLength;
+          watch.lastDataAt = clock;
+          continue;
+        }
+        if (req.readableLength >= req.readableHighWaterMark || clock - watch.lastDataAt <= bodyIdleTimeoutMs) continue;
+        reason = 'body idle timeout';
+      } else if (clock - watch.lastDataAt > bodyIdleTimeoutMs) reason = 'body idle timeout';
       else if (
         watch.untrusted && watch.admittedAt > 0 && minBodyBytesPerSecond > 0 &&
         watch.bytes < ((clock - watch.admittedAt - bodyIdleTimeoutMs) / 1000) * minBodyBytesPerSecond
@@ -357,7 +379,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     const reserved = declared !== undefined && Number.isSafeInteger(declaredBytes) && declaredBytes >= 0 ? declaredBytes : CHUNKED_RESERVATION;
     const watch: BodyWatch = {
       req, requestId, address, untrusted: connection === undefined || !trusted.has(connection),
-      startedAt: clock, lastDataAt: clock, admittedAt: 0, bytes: 0, paused: false,
+      startedAt: clock, lastDataAt: clock, admittedAt: 0, bytes: 0, paused: false, buffered: 0, admitNow: null,
     };
     watched.add(watch);
     let reservation: BodyReservation | null = null;
@@ -452,9 +474,20 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
         return;
       }
       early = [chunk];
-      withdraw = bodyBudget.reserve(reserved, admitted, watch.untrusted);
+      // The whole body came with its first read (most single events): nothing left to hold back.
+      if (declared !== undefined && chunk.length >= reserved) {
+        admitted(bodyBudget.admitNow(reserved, !watch.untrusted));
+        return;
+      }
+      withdraw = bodyBudget.reserve(reserved, admitted, !watch.untrusted);
       if (reservation === null) {
         watch.paused = true;
+        watch.buffered = req.readableLength;
+        watch.admitNow = () => {
+          withdraw?.();
+          withdraw = null;
+          if (reservation === null) admitted(bodyBudget.admitNow(reserved, !watch.untrusted));
+        };
         req.pause();
       }
     });

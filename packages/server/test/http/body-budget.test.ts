@@ -81,3 +81,17 @@ test('an untrusted body larger than the share is admitted alone, and waits behin
   assert.ok(untrustedWaiting, 'then the untrusted one, within the share and the budget');
   assert.equal(budget.inFlight, 85);
 });
+
+test('admitNow counts bytes already in memory without waiting, even past the budget', () => {
+  const budget = new BodyBudget(100, 0.25);
+  const { granted } = reserveAll(budget, [90, 50]);
+  assert.deepEqual(granted.map(Boolean), [true, false]);
+  const whole = budget.admitNow(30, false);
+  assert.equal(budget.inFlight, 120);
+  assert.equal(budget.untrustedInFlight, 30);
+  whole.release();
+  granted[0]!.release();
+  assert.ok(granted[1], 'the waiter is admitted as room frees up');
+  assert.equal(budget.inFlight, 50);
+  assert.equal(budget.untrustedInFlight, 0);
+});
