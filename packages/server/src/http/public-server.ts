@@ -16,7 +16,8 @@
  *   missing or malformed headers, unknown or revoked key), with the same answers and in the same
  *   order as after the body. Such an answer ends the exchange (below).
  * - Bodies: the body budget (body-budget.ts) is reserved when the first body bytes arrive, never
- *   for a head alone; connections that have not yet authenticated a request share a quarter of it.
+ *   for a head alone (a body already whole in memory never waits); connections that have not yet
+ *   authenticated a request share a quarter of it.
  *   A body must keep arriving: no bytes for bodyIdleTimeoutMs (from the head, or between chunks)
  *   and the request is dropped; an untrusted body must also average minBodyBytesPerSecond after
  *   that grace. One sweep every SWEEP_MS checks them all (no timer per request). A chunked body
