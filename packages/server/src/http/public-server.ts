@@ -435,7 +435,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
         (outcome) => {
           if (outcome.status === 401) deps.failedAuth.recordFailure(address);
           // Past the HMAC (the key id is known only then): this connection's sender holds a secret.
-          if (outcome.keyId !== undefined && connection !== undefined) trusted.add(connection);
+          if (watch.untrusted && outcome.keyId !== undefined && connection !== undefined) trusted.add(connection);
           finish(req, res, requestId, started, outcome);
         },
         (error: unknown) => {
