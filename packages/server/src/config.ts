@@ -30,6 +30,8 @@ export interface ServeConfig {
   readonly tlsCert?: string | undefined;
   readonly tlsKey?: string | undefined;
   readonly adminToken?: string | undefined;
+  /** Host names the admin port answers for besides IP literals, localhost and --admin-host (admin-guard.ts). */
+  readonly adminAllowedHosts?: readonly string[] | undefined;
   /** How often the server checks the control plane for changes. */
   readonly controlPollMs: number;
   readonly headersTimeoutMs?: number;
@@ -55,6 +57,8 @@ export interface ServeConfig {
   readonly rateLimit?: boolean;
   /** postgres://… (--database-url, ECAPI_DATABASE_URL): all storage in PostgreSQL; absent: embedded SQLite. */
   readonly databaseUrl?: string | undefined;
+  /** --master-key-file (ECAPI_MASTER_KEY_FILE): the master key from a mounted secret instead of <data-dir>/master.key. */
+  readonly masterKeyFile?: string | undefined;
 }
 
 export const DEFAULT_PORTS: Record<Environment, { port: number; adminPort: number }> = {

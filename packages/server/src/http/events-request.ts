@@ -28,6 +28,7 @@ import type { IngestOutcomeRecorder } from '../analytics/ingest-outcome-recorder
 import type { IngestObserver } from '../analytics/ingest-observer.js';
 import { acceptsJson, isJsonContentType } from './media-types.js';
 import { parseEvents } from './payload.js';
+import { storedPathLabelOf, storedReasonOf } from '../validation/stored-reason.js';
 
 export interface EventsOutcome {
   readonly status: number;
@@ -96,7 +97,13 @@ export function requestErrorOutcome(error: RequestError, extra: Partial<EventsOu
 interface CheckedEvents {
   accepted: Record<string, unknown>[];
   metas: (EventPolicyMeta | undefined)[];
+  /** The response's errors[]: the exact messages (the sender's own data). */
   readonly errors: EventError[];
+  /**
+   * The same errors as they may be stored, served to operators or counted: sender-controlled
+   * names and values masked (validation/stored-reason.ts, issue 16 point 7).
+   */
+  readonly storedErrors: EventError[];
   /** Some accepted event differs from what was sent (nulls removed, policy applied). */
   readonly modified: boolean;
 }
@@ -108,6 +115,7 @@ function checkEvents(deps: EventsRequestDeps, events: readonly unknown[], header
   const accepted: Record<string, unknown>[] = [];
   const metas: (EventPolicyMeta | undefined)[] = [];
   const errors: EventError[] = [];
+  const storedErrors: EventError[] = [];
   let modified = false;
   for (let index = 0; index < events.length; index++) {
     const event = events[index];
@@ -123,7 +131,8 @@ function checkEvents(deps: EventsRequestDeps, events: readonly unknown[], header
         metas.push(check.meta);
         if (check.modified) modified = true;
         if (check.meta?.piiRedacted) {
-          for (const field of check.meta.piiRedacted) deps.metrics.piiRedactions.inc({ field });
+          // The label is bounded: a schema path, or a known prefix and `*` (never a sender's key).
+          for (const field of check.meta.piiRedacted) deps.metrics.piiRedactions.inc({ field: storedPathLabelOf(field) });
         }
         continue;
       }
@@ -131,9 +140,10 @@ function checkEvents(deps: EventsRequestDeps, events: readonly unknown[], header
     }
     const eventId = isPlainObject(event) && typeof event.id === 'string' ? event.id : null;
     errors.push({ index, event_id: eventId, error });
+    storedErrors.push({ index, event_id: eventId, error: storedReasonOf(error) });
     deps.metrics.eventsRejected.inc({ reason: rejectionReasonOf(error) });
   }
-  return { accepted, metas, errors, modified };
+  return { accepted, metas, errors, storedErrors, modified };
 }
 
 export async function handleEventsRequest(
@@ -184,12 +194,12 @@ export async function handleEventsRequest(
     const policy = dataSet.policy;
     const checked = checkEvents(deps, events, headerDataSet, { nowSeconds: Math.floor(nowMs / 1000), policy });
     events = null;
-    const { errors } = checked;
+    const { errors, storedErrors } = checked;
     const acceptedCount = checked.accepted.length;
 
     if (acceptedCount === 0) {
-      deps.outcomes?.record(headerDataSet, nowMs, 0, errors.map((e) => e.error));
-      deps.observer?.validated({ dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs, accepted: 0, metas: [], errors });
+      deps.outcomes?.record(headerDataSet, nowMs, 0, storedErrors.map((e) => e.error));
+      deps.observer?.validated({ dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs, accepted: 0, metas: [], errors: storedErrors });
       return withHeaders({
         status: 400,
         body: JSON.stringify({ accepted: 0, rejected: errors.length, errors }),
@@ -229,10 +239,10 @@ export async function handleEventsRequest(
     }
     deps.metrics.queueAppendDuration.observe((performance.now() - appendStarted) / 1000);
     deps.metrics.eventsAccepted.inc(acceptedCount);
-    deps.outcomes?.record(headerDataSet, nowMs, acceptedCount, errors.length === 0 ? NO_ERRORS : errors.map((e) => e.error));
+    deps.outcomes?.record(headerDataSet, nowMs, acceptedCount, errors.length === 0 ? NO_ERRORS : storedErrors.map((e) => e.error));
     deps.observer?.validated({
       dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs,
-      accepted: acceptedCount, metas: observedMetas, events: observedEvents, errors,
+      accepted: acceptedCount, metas: observedMetas, events: observedEvents, errors: storedErrors,
     });
 
     if (errors.length === 0) {

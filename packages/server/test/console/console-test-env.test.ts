@@ -4,6 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { provision, startServer, tempDataDir } from '../helpers/server-process.js';
 import { postSigned, sampleEvent } from '../helpers/https-client.js';
 import { chromiumSkip, eventually, eventuallyEqual, launchBrowser, openPage, screenshot } from './browser.js';
@@ -53,7 +54,7 @@ test('test environment: the last events received fill in with their per-event ou
 });
 
 test('with an admin token: login form once, then an HttpOnly Secure SameSite=Strict session cookie', { timeout: 120_000, skip }, async () => {
-  const token = `adm-${Math.random().toString(36).slice(2)}-${Date.now()}`;
+  const token = `adm-${randomBytes(24).toString('hex')}`;
   const server = await startServer({ dataDir: tempDataDir('ecapi-console-'), args: ['--workers', '1', '--no-worker'], extraEnv: { ECAPI_ADMIN_TOKEN: token } });
   const browser = await launchBrowser();
   const admin = `http://127.0.0.1:${server.adminPort}`;
