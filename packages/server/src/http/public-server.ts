@@ -149,6 +149,9 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   const maxPendingHandshakes = config.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES;
 
   const server = createSecureServer({
+    // Node >= 24 refuses an HTTP/1.1 request without Host itself, with a bare 400 and no body (Node
+    // 20 and 22 let it through): we answer it in the request handler, with the reason, on every version.
+    ...({ requireHostHeader: false } as object),
     cert: config.cert,
     key: config.key,
     allowHTTP1: true,
