@@ -39,6 +39,14 @@ export interface ServeConfig {
   readonly keepAliveTimeoutMs?: number;
   /** Request-body bytes one serving process holds at once (http/body-budget.ts). */
   readonly bodyBudgetBytes?: number;
+  /** TLS handshake timeout of the public port (http/public-server.ts). */
+  readonly handshakeTimeoutMs?: number;
+  /** Connections mid-handshake per serving process; past it the oldest is dropped. */
+  readonly maxPendingHandshakes?: number;
+  /** A request whose body sends nothing for this long is dropped. */
+  readonly bodyIdleTimeoutMs?: number;
+  /** Minimum average body rate of untrusted requests after bodyIdleTimeoutMs; 0 turns it off. */
+  readonly minBodyBytesPerSecond?: number;
   readonly logLevel?: string;
   /** Serving processes; 1 runs everything in this process. */
   readonly workers: number;

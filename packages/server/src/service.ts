@@ -107,6 +107,10 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       requestTimeoutMs: config.requestTimeoutMs,
       keepAliveTimeoutMs: config.keepAliveTimeoutMs,
       ...(config.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: config.bodyBudgetBytes } : {}),
+      ...(config.handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs: config.handshakeTimeoutMs } : {}),
+      ...(config.maxPendingHandshakes !== undefined ? { maxPendingHandshakes: config.maxPendingHandshakes } : {}),
+      ...(config.bodyIdleTimeoutMs !== undefined ? { bodyIdleTimeoutMs: config.bodyIdleTimeoutMs } : {}),
+      ...(config.minBodyBytesPerSecond !== undefined ? { minBodyBytesPerSecond: config.minBodyBytesPerSecond } : {}),
     },
     {
       credentials: () => credentials.current(),

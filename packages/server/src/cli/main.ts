@@ -183,11 +183,16 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .option('--request-timeout <duration>', 'a whole request (headers and body) must arrive within this', '30s')
     .option('--keep-alive-timeout <duration>', 'idle connections are closed after this', '65s')
     .option('--body-buffer <MiB>', 'request-body bytes one serving process holds at once; later bodies wait unread', '16')
+    .option('--handshake-timeout <duration>', 'a TLS handshake must complete within this', '10s')
+    .option('--max-pending-handshakes <n>', 'connections mid-handshake per serving process; past it the oldest is dropped', '1024')
+    .option('--body-idle-timeout <duration>', 'a request whose body sends nothing for this long is dropped', '10s')
+    .option('--min-body-rate <KiB/s>', 'bodies on connections not yet authenticated must average this after --body-idle-timeout (0: off)', '64')
     .action(async (opts: {
       host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string; adminAllowedHosts?: string;
       demo: boolean; worker: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string; workers?: string;
       failedAuthRps: string; failedAuthBurst: string; rateLimit: boolean;
       headersTimeout: string; requestTimeout: string; keepAliveTimeout: string; bodyBuffer: string;
+      handshakeTimeout: string; maxPendingHandshakes: string; bodyIdleTimeout: string; minBodyRate: string;
     }) => {
       if (cluster.isWorker) {
         // A forked worker of `serve --workers N`: the primary passed the resolved configuration.
@@ -237,6 +242,10 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         requestTimeoutMs: parseDurationMs(opts.requestTimeout),
         keepAliveTimeoutMs: parseDurationMs(opts.keepAliveTimeout),
         bodyBudgetBytes: Math.round(parsePositive(opts.bodyBuffer) * 1024 * 1024),
+        handshakeTimeoutMs: parseDurationMs(opts.handshakeTimeout),
+        maxPendingHandshakes: Math.floor(parsePositive(opts.maxPendingHandshakes)),
+        bodyIdleTimeoutMs: parseDurationMs(opts.bodyIdleTimeout),
+        minBodyBytesPerSecond: opts.minBodyRate === '0' ? 0 : Math.round(parsePositive(opts.minBodyRate) * 1024),
       };
       const service =
         config.workers > 1

@@ -7,6 +7,11 @@
  *   bearer -> key/data-set/signature headers -> key -> HMAC -> Content-Type / Accept
  *   -> grant for X-Service-Data-Set -> parse -> every event's data_set_id authorized (else 401 whole)
  *   -> per event: data_set_id equals header, schema + rules + privacy policy -> durable append.
+ *
+ * Before the body is read, http/public-server.ts has already answered, with the same statuses and
+ * messages, what needs no body (Host, gateway, Content-Length, body codings, and through
+ * refusalBeforeBody the Bearer, header and key checks up to the HMAC): repeating them here keeps
+ * this function complete on its own and costs a few header lookups.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { EventErrors, QueueUnavailableError, RequestError, requestError } from '../errors.js';
