@@ -13,6 +13,8 @@
 import { execFileSync } from 'node:child_process';
 import { lstatSync, readdirSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
+import https from 'node:https';
+import { signBody } from '@ecapi-ingest/protocol';
 import { hasCommand } from './fault-tools.js';
 
 export const STRACE_DURABILITY_SYSCALLS = [
@@ -28,6 +30,39 @@ export function straceUsable(): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * One signed POST on a connection of its own, answering with the client's local port: a trace
+ * finds the response's bytes by that port, to tell which fsyncs came before them.
+ */
+export function postSignedOnOwnConnection(
+  port: number,
+  ca: string,
+  credentials: { keyId: string; secret: string },
+  dataSetId: string,
+  body: string,
+): Promise<{ status: number; text: string; localPort: number }> {
+  return new Promise((resolve, reject) => {
+    let localPort = 0;
+    const req = https.request(
+      {
+        host: '127.0.0.1', servername: 'localhost', port, ca, method: 'POST', path: '/v1/events', agent: false,
+        headers: {
+          'content-type': 'application/json', accept: 'application/json', 'content-length': Buffer.byteLength(body),
+          'x-service-key-id': credentials.keyId, 'x-service-data-set': dataSetId, 'x-service-signature': signBody(body, credentials.secret),
+        },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, text, localPort }));
+      },
+    );
+    req.on('socket', (socket) => socket.once('connect', () => (localPort = socket.localPort!)));
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 /** Every path under `root` (root included), with its type. */

@@ -29,10 +29,8 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { signBody } from '@ecapi-ingest/protocol';
 import { BIN, TEST_PROFILE } from '../helpers/server-process.js';
 import { descendants } from '../helpers/fault-tools.js';
 import { sampleEvent } from '../helpers/https-client.js';
@@ -41,6 +39,7 @@ import {
   entriesUnder,
   listTree,
   modelTrace,
+  postSignedOnOwnConnection,
   responseLine,
   STRACE_DURABILITY_SYSCALLS,
   straceUsable,
@@ -136,27 +135,7 @@ test('power loss: every entry the first steps create in the data dir is fsynced,
       child.once('exit', (code) => reject(new Error(`serve exited with ${code}:\n${output}`)));
     });
     const ca = readFileSync(join(dataDir, 'tls', 'localhost-cert.pem'), 'utf8');
-    const send = (body: string) =>
-      new Promise<{ status: number; text: string; localPort: number }>((resolve, reject) => {
-        let localPort = 0;
-        const req = https.request(
-          {
-            host: '127.0.0.1', servername: 'localhost', port, ca, method: 'POST', path: '/v1/events', agent: false,
-            headers: {
-              'content-type': 'application/json', accept: 'application/json', 'content-length': Buffer.byteLength(body),
-              'x-service-key-id': key.key_id, 'x-service-data-set': 'powerloss', 'x-service-signature': signBody(body, secret),
-            },
-          },
-          (res) => {
-            let t = '';
-            res.setEncoding('utf8').on('data', (c: string) => (t += c));
-            res.on('end', () => resolve({ status: res.statusCode!, text: t, localPort }));
-          },
-        );
-        req.on('socket', (socket) => socket.once('connect', () => (localPort = socket.localPort!)));
-        req.on('error', reject);
-        req.end(body);
-      });
+    const send = (body: string) => postSignedOnOwnConnection(port, ca, { keyId: key.key_id, secret }, 'powerloss', body);
     // Single events first, one connection each: the node's two serving processes each commit.
     for (let i = 0; i < 6; i++) {
       const answer = await send(JSON.stringify(sampleEvent('powerloss', { id: `single-${i}` })));
