@@ -64,7 +64,7 @@ try {
   }
   const seconds = (performance.now() - started) / 1000;
   console.log(JSON.stringify({
-    bench: 'consumer-throughput',
+    bench: 'consumer-postgres',
     store: 'postgres',
     workers: WORKERS,
     events: EVENTS,

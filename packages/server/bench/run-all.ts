@@ -7,8 +7,15 @@
  * for the bench data set, with 1 and 2 serving processes, and once with --no-rate-limit to price
  * the limiter. Prints one table; writes bench/results/last-run.json.
  *
+ * Then the asynchronous side (issue 15): `consumer`, the consumer alone draining a backlog of
+ * 1,000,000 realistic events (consumer-backlog.ts), and `pipeline`, `serve` with its consumer at
+ * fixed offered rates, searching the highest rate the consumer keeps up with (balanced-pipeline.ts).
+ * They write bench/results/consumer-last-run.* and pipeline-last-run.*.
+ *
  * Env: BENCH_SECONDS (default 8) per measurement, BENCH_CONNECTIONS (50), BENCH_ONLY (comma list of
- * scenario names: single,batch100,batch1000).
+ * scenario names: single,batch100,batch1000,consumer,pipeline), BENCH_CONSUMER_EVENTS (1000000),
+ * BENCH_CONSUMER_MAX_SECONDS (900), and the BENCH_PIPELINE_* variables of balanced-pipeline.ts
+ * (BENCH_PIPELINE_SECONDS=10 for a quick run).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
@@ -21,6 +28,9 @@ import { cliJson, provision, startServer, tempDataDir, type ServerProcess } from
 import { signedBodies, type SignedBody } from './bench-events.js';
 import { ensureWrk, runWrk, writeWrkScript, type WrkResult } from './wrk-runner.js';
 import { UNLIMITED } from './bench-service.js';
+import { processTree, sampleRss, treeRssMb } from './proc-stats.js';
+import { runConsumerScenario } from './consumer-backlog.js';
+import { searchPipeline } from './balanced-pipeline.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
@@ -50,58 +60,6 @@ interface Row {
   non2xx: number;
   /** Highest RSS sampled during this scenario: summed over the service's processes, and its largest process. */
   rss?: { sum: number; largest: number };
-}
-
-/** A process and its descendants. */
-function processTree(pid: number): number[] {
-  const pids = [pid];
-  for (let i = 0; i < pids.length; i++) {
-    for (const entry of readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-        if (ppid === pids[i] && !pids.includes(Number(entry))) pids.push(Number(entry));
-      } catch {
-        // exited meanwhile
-      }
-    }
-  }
-  return pids;
-}
-
-/** RSS (VmRSS, or the peak VmHWM) summed over a process tree, and the largest single process, in MB. */
-function treeRssMb(pids: readonly number[], field: 'VmRSS' | 'VmHWM'): { sum: number; largest: number } {
-  let sum = 0;
-  let largest = 0;
-  for (const p of pids) {
-    try {
-      const kb = Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0);
-      sum += kb;
-      largest = Math.max(largest, kb);
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return { sum: Math.round(sum / 1024), largest: Math.round(largest / 1024) };
-}
-
-/**
- * Samples the tree's RSS every 100 ms until stopped; returns the highest sum and largest process
- * seen. The tree is listed once (scanning /proc every sample would take CPU from the service).
- */
-function sampleRss(pid: number): () => { sum: number; largest: number } {
-  const peak = { sum: 0, largest: 0 };
-  const pids = processTree(pid);
-  const timer = setInterval(() => {
-    const now = treeRssMb(pids, 'VmRSS');
-    peak.sum = Math.max(peak.sum, now.sum);
-    peak.largest = Math.max(peak.largest, now.largest);
-  }, 100);
-  return () => {
-    clearInterval(timer);
-    return peak;
-  };
 }
 
 async function startReference(mode: 'bare' | 'hmac', dataDir: string, secret: string): Promise<{ child: ChildProcess; port: number }> {
@@ -190,7 +148,60 @@ function queuedEvents(dataDir: string): number {
   }
 }
 
+const machine = () =>
+  `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, availableParallelism ${availableParallelism()}`;
+const resultsDir = () => {
+  const dir = fileURLToPath(new URL('../../bench/results/', import.meta.url));
+  mkdirSync(dir, { recursive: true });
+  return dir;
+};
+const log = (text: string) => process.stderr.write(`${text}\n`);
+const fmtN = (n: number | null | undefined, digits = 0) => (n === null || n === undefined || Number.isNaN(n) ? '-' : n.toLocaleString('en-US', { maximumFractionDigits: digits }));
+
+async function consumerBench(): Promise<void> {
+  const events = Number(process.env.BENCH_CONSUMER_EVENTS ?? 1_000_000);
+  const r = await runConsumerScenario({ events, maxSeconds: Number(process.env.BENCH_CONSUMER_MAX_SECONDS ?? 900), log });
+  const lines = [
+    `Consumer alone (\`ecapi-ingest worker\`, embedded profile) draining a backlog of ${fmtN(r.events)} events`,
+    `(${r.avg_event_bytes} bytes each on average, five identifiers, ${(r.resend_share * 100).toFixed(1)}% re-sends, ${r.data_sets} data sets, 1,000-event requests; queue ${fmtN(r.queue_mb)} MB, built in ${r.build_seconds} s, not timed):`,
+    '',
+    `| events applied | seconds | events/s | target | peak RSS MB, all (largest process) | VmHWM MB | view.db MB | every record applied once |`,
+    `|---:|---:|---:|---:|---:|---:|---:|---|`,
+    `| ${fmtN(r.applied)} | ${r.seconds} | ${fmtN(r.events_per_second)} | 100,000 (${r.events_per_second >= 100_000 ? 'met' : 'not met'}) | ${fmtN(r.peak_rss_mb.sum)} (${fmtN(r.peak_rss_mb.largest)}) | ${fmtN(r.hwm_mb.sum)} | ${fmtN(r.view_mb)} | ${r.all_applied ? 'yes' : r.timed_out ? 'no: stopped at BENCH_CONSUMER_MAX_SECONDS' : 'no'} |`,
+    '',
+    `Machine: ${machine()}.`,
+  ];
+  const text = lines.join('\n');
+  process.stdout.write(`${text}\n`);
+  writeFileSync(join(resultsDir(), 'consumer-last-run.json'), JSON.stringify({ date: new Date().toISOString(), machine: machine(), ...r }, null, 2));
+  writeFileSync(join(resultsDir(), 'consumer-last-run.md'), `Run of ${new Date().toISOString()}\n\n${text}\n`);
+}
+
+async function pipelineBench(): Promise<void> {
+  const r = await searchPipeline(log);
+  const lines = [
+    `Balanced pipeline: \`serve\` (defaults, with its consumer), signed distinct 100-event batches at a fixed offered rate for ${r.seconds_per_run} s per run, lag sampled every second from /metrics.`,
+    `Highest rate with lag < 5 s throughout and back to 0 within 5 s: **${fmtN(r.highest_passing_events_per_second)} events/s** (lowest failing: ${fmtN(r.lowest_failing_events_per_second)}; target 50,000: ${r.target_met ? 'met' : 'not met'}).`,
+    '',
+    `| offered events/s | result | seconds run | accepted events/s (to the last answer) | max lag s | max lag records | back to 0 after s | peak RSS MB, all (largest) | why |`,
+    `|---:|---|---:|---:|---:|---:|---:|---:|---|`,
+    ...r.runs.map((x) => `| ${fmtN(x.offered_events_per_second)} | ${x.pass ? 'pass' : 'fail'} | ${x.seconds_run} | ${fmtN(x.accepted_events_per_second)} | ${x.max_lag_seconds} | ${fmtN(x.max_lag_records)} | ${x.drain_seconds ?? '> 30'} | ${fmtN(x.peak_rss_mb.sum)} (${fmtN(x.peak_rss_mb.largest)}) | ${x.why} |`),
+    '',
+    `Machine: ${machine()}.`,
+  ];
+  const text = lines.join('\n');
+  process.stdout.write(`${text}\n`);
+  writeFileSync(join(resultsDir(), 'pipeline-last-run.json'), JSON.stringify({ date: new Date().toISOString(), machine: machine(), ...r }, null, 2));
+  writeFileSync(join(resultsDir(), 'pipeline-last-run.md'), `Run of ${new Date().toISOString()}\n\n${text}\n`);
+}
+
 async function main(): Promise<void> {
+  if (SCENARIOS.length > 0) await ingestBench();
+  if (!only || only.includes('consumer')) await consumerBench();
+  if (!only || only.includes('pipeline')) await pipelineBench();
+}
+
+async function ingestBench(): Promise<void> {
   ensureWrk();
   const dataDir = tempDataDir('ecapi-bench-');
   const creds = await provision(dataDir, [DS]);
@@ -206,7 +217,6 @@ async function main(): Promise<void> {
     scripts.set(s.name, writeWrkScript(dataDir, s.name, bodies, creds.keyId, DS));
   }
   const rows: Row[] = [];
-  const log = (text: string) => process.stderr.write(`${text}\n`);
 
   for (const mode of ['bare', 'hmac'] as const) {
     const ref = await startReference(mode, dataDir, creds.secret);
@@ -265,20 +275,18 @@ async function main(): Promise<void> {
   }
   const limited = ref('service, 1 process', 'single');
   const unlimited = ref('service, 1 process, no limiter', 'single');
-  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, availableParallelism ${availableParallelism()}`;
+  const machineText = machine();
   const summary = [
     '',
-    `Machine: ${machine}. wrk -t${THREADS} -c${CONNECTIONS} -d${SECONDS}s, HTTP/1.1 over TLS 1.3, loopback; durability on (WAL, synchronous=FULL).`,
+    `Machine: ${machineText}. wrk -t${THREADS} -c${CONNECTIONS} -d${SECONDS}s, HTTP/1.1 over TLS 1.3, loopback; durability on (WAL, synchronous=FULL).`,
     p99At1000 ? `Single events at 1,000 req/s offered (service, 1 process): p50 ${fmt(p99At1000.p50Ms, 2)} ms, p99 ${fmt(p99At1000.p99Ms, 2)} ms over ${p99At1000.count} requests, ${p99At1000.failures} failures.` : '',
     `Peak RSS over each whole service run (VmHWM): ${peakOfRun.join('; ')}.`,
     limited && unlimited ? `Rate limiter cost, single events: ${fmt(limited.rps)} req/s with it, ${fmt(unlimited.rps)} without (${(((unlimited.rps - limited.rps) / unlimited.rps) * 100).toFixed(1)}% fewer).` : '',
   ];
   const table = [...lines, ...summary].join('\n');
   process.stdout.write(`${table}\n`);
-  const resultsDir = fileURLToPath(new URL('../../bench/results/', import.meta.url));
-  mkdirSync(resultsDir, { recursive: true });
-  writeFileSync(join(resultsDir, 'last-run.json'), JSON.stringify({ date: new Date().toISOString(), machine, seconds: SECONDS, connections: CONNECTIONS, rows, p99At1000 }, null, 2));
-  writeFileSync(join(resultsDir, 'last-run.md'), `Run of ${new Date().toISOString()}\n\n${table}\n`);
+  writeFileSync(join(resultsDir(), 'last-run.json'), JSON.stringify({ date: new Date().toISOString(), machine: machineText, seconds: SECONDS, connections: CONNECTIONS, rows, p99At1000 }, null, 2));
+  writeFileSync(join(resultsDir(), 'last-run.md'), `Run of ${new Date().toISOString()}\n\n${table}\n`);
 }
 
 main().then(

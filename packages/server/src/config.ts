@@ -30,6 +30,8 @@ export interface ServeConfig {
   readonly tlsCert?: string | undefined;
   readonly tlsKey?: string | undefined;
   readonly adminToken?: string | undefined;
+  /** Host names the admin port answers for besides IP literals, localhost and --admin-host (admin-guard.ts). */
+  readonly adminAllowedHosts?: readonly string[] | undefined;
   /** How often the server checks the control plane for changes. */
   readonly controlPollMs: number;
   readonly headersTimeoutMs?: number;
@@ -37,6 +39,14 @@ export interface ServeConfig {
   readonly keepAliveTimeoutMs?: number;
   /** Request-body bytes one serving process holds at once (http/body-budget.ts). */
   readonly bodyBudgetBytes?: number;
+  /** TLS handshake timeout of the public port (http/public-server.ts). */
+  readonly handshakeTimeoutMs?: number;
+  /** Connections mid-handshake per serving process; past it the oldest is dropped. */
+  readonly maxPendingHandshakes?: number;
+  /** A request whose body sends nothing for this long is dropped. */
+  readonly bodyIdleTimeoutMs?: number;
+  /** Minimum average body rate of untrusted requests after bodyIdleTimeoutMs; 0 turns it off. */
+  readonly minBodyBytesPerSecond?: number;
   readonly logLevel?: string;
   /** Serving processes; 1 runs everything in this process. */
   readonly workers: number;
@@ -47,6 +57,8 @@ export interface ServeConfig {
   readonly rateLimit?: boolean;
   /** postgres://… (--database-url, ECAPI_DATABASE_URL): all storage in PostgreSQL; absent: embedded SQLite. */
   readonly databaseUrl?: string | undefined;
+  /** --master-key-file (ECAPI_MASTER_KEY_FILE): the master key from a mounted secret instead of <data-dir>/master.key. */
+  readonly masterKeyFile?: string | undefined;
 }
 
 export const DEFAULT_PORTS: Record<Environment, { port: number; adminPort: number }> = {

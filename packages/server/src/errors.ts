@@ -34,6 +34,14 @@ export const RequestErrors = {
   NOT_ACCEPTABLE: def('NOT_ACCEPTABLE', 400, () =>
     'Accept header excludes application/json: responses are application/json only'),
 
+  // 400: the HTTP request itself (answered before any credential is looked at, the body never read)
+  MISSING_HOST: def('MISSING_HOST', 400, () =>
+    'missing Host header: send the Host header (HTTP/1.1) or :authority (HTTP/2) naming this service'),
+  UNSUPPORTED_CONTENT_ENCODING: def('UNSUPPORTED_CONTENT_ENCODING', 400, () =>
+    'unsupported Content-Encoding: bodies are not decoded; send the JSON uncompressed, without Content-Encoding'),
+  UNSUPPORTED_TRANSFER_ENCODING: def('UNSUPPORTED_TRANSFER_ENCODING', 400, () =>
+    'unsupported Transfer-Encoding: send Content-Length, or Transfer-Encoding: chunked alone (no compression)'),
+
   // 401: credentials evaluated and rejected
   BEARER_NOT_ENABLED: def('BEARER_NOT_ENABLED', 401, () =>
     'bearer-token authentication is not enabled: sign the body and send X-Service-Key-Id and X-Service-Signature'),

@@ -16,6 +16,7 @@ import { createDemoIfFresh } from './demo.js';
 import { buildServer, type PublicServer } from './http/public-server.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { ServiceMetrics } from './observability/service-metrics.js';
+import { QueueHealthLog } from './observability/queue-health-log.js';
 import type { QueueHealth } from './queue/event-queue.js';
 import { FailedAuthShedder } from './rate-limit/failed-auth-shedder.js';
 import { LocalRateLimiter } from './rate-limit/local-rate-limiter.js';
@@ -62,10 +63,12 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const metrics = new ServiceMetrics();
   // Storage profile (embedded SQLite, or PostgreSQL with --database-url): chosen in open-storage.ts only.
-  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl });
+  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl, masterKeyFile: config.masterKeyFile });
   const durabilityWarning = await storage.durabilityWarning();
   if (durabilityWarning) logger.warn({ storage: storage.location }, durabilityWarning);
   const controlPlane = storage.controlPlane();
+  // The master key must be the one the control plane's secrets were sealed with (one line otherwise).
+  await controlPlane.verifyMasterKey();
   const demoKey = role === 'single' && config.demo ? await createDemoIfFresh(controlPlane) : null;
   const credentials = await CredentialCache.start(controlPlane, {
     intervalMs: config.controlPollMs,
@@ -75,7 +78,8 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     },
     onError: (error) => logger.warn({ err: { message: (error as Error).message } }, 'control plane poll failed'),
   });
-  const queue = storage.openQueue(metrics);
+  // Metrics and readiness see every commit; the log sees each change of the queue's health once.
+  const queue = storage.openQueue(new QueueHealthLog(metrics, logger, storage.location));
   const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
   const nodeLimiter = () => (typeof options.rateLimiter === 'function' ? options.rateLimiter() : options.rateLimiter) ?? new LocalRateLimiter();
   const rateLimiter =
@@ -103,6 +107,10 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       requestTimeoutMs: config.requestTimeoutMs,
       keepAliveTimeoutMs: config.keepAliveTimeoutMs,
       ...(config.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: config.bodyBudgetBytes } : {}),
+      ...(config.handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs: config.handshakeTimeoutMs } : {}),
+      ...(config.maxPendingHandshakes !== undefined ? { maxPendingHandshakes: config.maxPendingHandshakes } : {}),
+      ...(config.bodyIdleTimeoutMs !== undefined ? { bodyIdleTimeoutMs: config.bodyIdleTimeoutMs } : {}),
+      ...(config.minBodyBytesPerSecond !== undefined ? { minBodyBytesPerSecond: config.minBodyBytesPerSecond } : {}),
     },
     {
       credentials: () => credentials.current(),
@@ -122,7 +130,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   const admin: FastifyInstance | null =
     role === 'single'
       ? buildAdminApp(
-          { adminToken: config.adminToken },
+          { adminToken: config.adminToken, adminHost: config.adminHost, allowedHosts: config.adminAllowedHosts },
           {
             metrics: { contentType: metrics.registry.contentType, text: () => metrics.registry.metrics() },
             stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),

@@ -9,14 +9,17 @@ export async function getJson<T>(path: string): Promise<T> {
   return body;
 }
 
-export async function login(token: string): Promise<boolean> {
+/** True when signed in; otherwise why not (a wrong token, or too many wrong ones: wait). */
+export async function login(token: string): Promise<true | string> {
   const res = await fetch('/api/session', {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json' },
     credentials: 'same-origin',
     body: JSON.stringify({ token }),
   });
-  return res.ok;
+  if (res.ok) return true;
+  if (res.status === 429) return `Too many refused tokens from this address: try again in ${res.headers.get('retry-after') ?? 'a few'} seconds.`;
+  return 'That token was refused.';
 }
 
 export async function logout(): Promise<void> {
@@ -77,7 +80,7 @@ export interface KeyView {
 export interface DataSetRow {
   id: string;
   created_at: string;
-  policy: { consent: string; ip: string; pii_scan: string; max_age_seconds: number; merge_window_seconds: number; version: number };
+  policy: { consent: string; ip: string; pii_scan: string; max_age_seconds: number; merge_window_ms: number; merge_window_seconds: number; version: number };
   limits: { rps: number; burst_rps: number; burst_seconds: number; eps: number };
   keys: KeyView[];
   grants: string[];

@@ -41,6 +41,13 @@ export const fmt = {
   },
   clock: (ms: number) => new Date(ms).toISOString().slice(11, 19),
   seconds: (s: number) => (s >= 86_400 && s % 86_400 === 0 ? `${s / 86_400}d` : s >= 3600 && s % 3600 === 0 ? `${s / 3600}h` : `${s}s`),
+  /** A duration in milliseconds, exactly (like the CLI): 7d, 90m, 1500ms. */
+  duration: (ms: number) => {
+    for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
+      if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+    }
+    return `${ms}ms`;
+  },
 };
 
 /** A headline figure. */

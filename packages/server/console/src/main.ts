@@ -58,9 +58,9 @@ function showLogin(message?: string): void {
   );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    void login(input.value).then((ok) => {
-      if (ok) void render();
-      else showLogin('That token was refused.');
+    void login(input.value).then((outcome) => {
+      if (outcome === true) void render();
+      else showLogin(outcome);
     });
   });
   replace(app, form);

@@ -2,16 +2,33 @@
  * The admin port (Fastify): health, readiness, Prometheus metrics and analytics (`/api/stats/:dataSetId`).
  * Loopback by default. Bound anywhere else, every route requires the admin token
  * (`Authorization: Bearer <ECAPI_ADMIN_TOKEN>`), compared in constant time; the service refuses to
- * start on a non-loopback admin address without one.
+ * start on a non-loopback admin address without one, and with a weak one anywhere.
+ *
+ * Before any route, in this order (admin-guard.ts says why): the Host check (421 for a name that
+ * is not ours: DNS rebinding), then, with a token, the failed-authentication throttle (429) and
+ * the token itself (401).
  */
-import Fastify, { type FastifyInstance } from 'fastify';
-import { createHash, timingSafeEqual } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { parseSince } from '../analytics/stats-reader.js';
+import { AdminHostCheck, AdminAuthThrottle, tokenMatches } from './admin-guard.js';
 import { AdminSessions, registerConsole, sessionCookieOf, type ConsoleDeps } from './console-api.js';
 
 export interface AdminAppConfig {
   /** Required when the admin port is reachable from other hosts. */
   readonly adminToken?: string | undefined;
+  /** The address the admin port binds (a name there is an accepted Host). Default 127.0.0.1. */
+  readonly adminHost?: string | undefined;
+  /** More accepted Host names (`name` or `name:port`): a proxy's or a DNS name in front of the port. */
+  readonly allowedHosts?: readonly string[] | undefined;
+}
+
+/** Fastify-side view of the throttle and token, shared with the console's login route. */
+export interface AdminAuthGate {
+  readonly tokenRequired: boolean;
+  /** Answers 429 (and returns true) when the client is throttled; its token must then not be looked at. */
+  refuseIfThrottled(request: FastifyRequest, reply: FastifyReply): Promise<boolean>;
+  /** Constant-time comparison; a wrong token counts against the client. */
+  checkToken(request: FastifyRequest, sent: string): boolean;
 }
 
 export interface MetricsSource {
@@ -30,8 +47,6 @@ export interface AdminAppDeps {
   readonly console?: ConsoleDeps;
 }
 
-const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
-
 export function isLoopbackHost(host: string): boolean {
   return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
@@ -44,16 +59,47 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
     keepAliveTimeout: 65_000,
   });
 
+  // 1. Host (DNS rebinding), for every request, whatever its path: before routing decides anything.
+  const hosts = new AdminHostCheck(config.adminHost ?? '127.0.0.1', config.allowedHosts ?? []);
+  app.addHook('onRequest', async (request, reply) => {
+    if (hosts.allows(request.headers.host)) return;
+    await reply
+      .code(421)
+      .header('connection', 'close')
+      .send({ error: 'misdirected request: this admin port does not answer for that Host (see --admin-allowed-hosts)' });
+  });
+
   const sessions = new AdminSessions();
-  if (config.adminToken) {
-    const expected = digest(config.adminToken);
+  const throttle = new AdminAuthThrottle();
+  app.addHook('onClose', async () => throttle.close());
+  const expected = config.adminToken;
+  const gate: AdminAuthGate = {
+    tokenRequired: Boolean(expected),
+    async refuseIfThrottled(request, reply) {
+      const wait = throttle.retryAfterSeconds(request.socket.remoteAddress);
+      if (wait === 0) return false;
+      await reply
+        .code(429)
+        .header('retry-after', String(wait))
+        .send({ error: 'too many failed admin authentications from this address: retry after the Retry-After seconds' });
+      return true;
+    },
+    checkToken(request, sent) {
+      if (!expected) return true;
+      if (tokenMatches(sent, expected)) return true;
+      throttle.recordFailure(request.socket.remoteAddress);
+      return false;
+    },
+  };
+
+  // 2. With a token: the throttle, then the token (or the console's session cookie).
+  if (expected) {
     app.addHook('onRequest', async (request, reply) => {
       // The console's static shell and its login route carry no data (console-api.ts marks them public).
       if ((request.routeOptions.config as { public?: boolean } | undefined)?.public) return;
-      const header = request.headers.authorization ?? '';
-      const match = /^Bearer (.+)$/.exec(header);
-      // Hash both sides: equal lengths for timingSafeEqual whatever was sent.
-      if (match && timingSafeEqual(digest(match[1]!), expected)) return;
+      if (await gate.refuseIfThrottled(request, reply)) return;
+      const match = /^Bearer (.+)$/.exec(request.headers.authorization ?? '');
+      if (match && gate.checkToken(request, match[1]!)) return;
       // Or the console's session cookie, set by POST /api/session after the token was given once.
       if (sessions.valid(sessionCookieOf(request))) return;
       await reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
@@ -83,7 +129,7 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
     return reply.send(await deps.stats(request.params.dataSetId, sinceMs));
   });
 
-  if (deps.console) registerConsole(app, deps.console, { adminToken: config.adminToken, sessions, readiness: deps.readiness });
+  if (deps.console) registerConsole(app, deps.console, { gate, sessions, readiness: deps.readiness });
 
   return app;
 }

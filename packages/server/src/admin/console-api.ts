@@ -14,16 +14,17 @@
  * and /api/session (`config.public`), which carry no data. With an admin token configured, a
  * request passes with `Authorization: Bearer <token>` or with the session cookie set here.
  */
-import { randomBytes, createHash, timingSafeEqual } from 'node:crypto';
+import { randomBytes, createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DataSetRecord, KeyRecord } from '../control/control-plane.js';
 import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
-import { parseDurationMs } from '../control/duration.js';
-import { matchQuality, type StatsDocument } from '../analytics/hourly.js';
+import { isoOrNull, parseDurationMs } from '../control/duration.js';
+import type { StatsDocument } from '../analytics/hourly.js';
 import { LIVE_WINDOW_MS, type LiveStore } from '../observability/live-stats.js';
+import type { AdminAuthGate } from './admin-app.js';
 
 export interface ConsoleDeps {
   readonly env: string;
@@ -39,7 +40,8 @@ export interface ConsoleDeps {
 }
 
 export interface ConsoleAccess {
-  readonly adminToken?: string | undefined;
+  /** The admin app's token check and failed-authentication throttle (admin-app.ts, admin-guard.ts). */
+  readonly gate: AdminAuthGate;
   readonly sessions: AdminSessions;
   readonly readiness: () => { ready: boolean; checks: Record<string, boolean | string | number> };
 }
@@ -88,12 +90,6 @@ export function sessionCookieOf(request: FastifyRequest): string | undefined {
     if (at > 0 && part.slice(0, at).trim() === SESSION_COOKIE) return part.slice(at + 1).trim();
   }
   return undefined;
-}
-
-const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
-
-export function tokenMatches(sent: string, expected: string): boolean {
-  return timingSafeEqual(digest(sent), digest(expected));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -154,11 +150,13 @@ const ratio = (part: number, whole: number) => (whole === 0 ? null : Math.round(
 function keyView(key: KeyRecord, nowMs: number) {
   return {
     key_id: key.keyId,
-    created_at: new Date(key.createdAt).toISOString(),
-    rotated_at: key.rotatedAt === null ? null : new Date(key.rotatedAt).toISOString(),
-    revoked_at: key.revokedAt === null ? null : new Date(key.revokedAt).toISOString(),
+    // isoOrNull never throws: rows written before the grace bound (control-plane.ts) may hold a
+    // time past the last representable date; they are shown, not answered with a 500.
+    created_at: isoOrNull(key.createdAt),
+    rotated_at: isoOrNull(key.rotatedAt),
+    revoked_at: isoOrNull(key.revokedAt),
     previous_secret_valid_until:
-      key.previousSecretValidUntil === null || key.previousSecretValidUntil < nowMs ? null : new Date(key.previousSecretValidUntil).toISOString(),
+      key.previousSecretValidUntil === null || key.previousSecretValidUntil < nowMs ? null : isoOrNull(key.previousSecretValidUntil),
     status: key.revokedAt !== null ? 'revoked' : 'active',
     data_sets: [...key.dataSets],
   };
@@ -173,7 +171,7 @@ function todayOf(doc: StatsDocument) {
     events_rejected: t.ingest.rejected,
     acceptance_rate: ratio(t.ingest.accepted, seen),
     distinct_events: t.events,
-    match_quality: t.events === 0 ? null : matchQuality(t.identifier_coverage),
+    match_quality: t.events === 0 ? null : t.match_quality_score,
     measurement_only_share: t.events === 0 ? null : t.measurement_only_share,
   };
 }
@@ -212,20 +210,18 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
   });
 
   // --- session --------------------------------------------------------------------------------
-  const authenticated = (request: FastifyRequest) => {
-    if (!access.adminToken) return true;
-    const match = /^Bearer (.+)$/.exec(request.headers.authorization ?? '');
-    if (match && tokenMatches(match[1]!, access.adminToken)) return true;
-    return access.sessions.valid(sessionCookieOf(request));
-  };
+  // GET /api/session only reports the session cookie: it never compares a token (the login does).
+  const authenticated = (request: FastifyRequest) => !access.gate.tokenRequired || access.sessions.valid(sessionCookieOf(request));
   const cookie = (value: string, maxAge: number) =>
     `${SESSION_COOKIE}=${value}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=${maxAge}`;
 
-  app.get('/api/session', publicRoute, async (request) => ({ token_required: Boolean(access.adminToken), authenticated: authenticated(request) }));
+  app.get('/api/session', publicRoute, async (request) => ({ token_required: access.gate.tokenRequired, authenticated: authenticated(request) }));
   app.post<{ Body: { token?: unknown } }>('/api/session', publicRoute, async (request, reply) => {
-    if (!access.adminToken) return { token_required: false, authenticated: true };
+    if (!access.gate.tokenRequired) return { token_required: false, authenticated: true };
+    // Throttled clients are refused before their token is looked at (admin-guard.ts).
+    if (await access.gate.refuseIfThrottled(request, reply)) return reply;
     const token = request.body && typeof request.body === 'object' ? request.body.token : undefined;
-    if (typeof token !== 'string' || !tokenMatches(token, access.adminToken)) {
+    if (typeof token !== 'string' || !access.gate.checkToken(request, token)) {
       return reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
     }
     const session = access.sessions.create();
@@ -274,13 +270,15 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
     const live = deps.live.dataSet(ds.id, nowMs).last_hour;
     return {
       id: ds.id,
-      created_at: new Date(ds.createdAt).toISOString(),
+      created_at: isoOrNull(ds.createdAt),
       policy: {
         consent: ds.policy.consent,
         ip: ds.policy.ip,
         pii_scan: ds.policy.piiScan,
         max_age_seconds: ds.policy.maxAgeSeconds,
-        merge_window_seconds: ds.policy.mergeWindowSeconds,
+        // Exact in milliseconds; the seconds figure is kept for older readers (fractional below 1 s).
+        merge_window_ms: ds.policy.mergeWindowMs,
+        merge_window_seconds: ds.policy.mergeWindowMs / 1000,
         version: ds.policy.version,
       },
       limits: { rps: ds.limits.rps, burst_rps: ds.limits.burstRps, burst_seconds: ds.limits.burstSeconds, eps: ds.limits.eps },
@@ -330,7 +328,7 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
         rejected: day.totals.ingest.rejected,
         rejections: day.totals.ingest.rejections,
         identifier_coverage: day.totals.identifier_coverage,
-        match_quality: day.totals.events === 0 ? null : matchQuality(day.totals.identifier_coverage),
+        match_quality: day.totals.events === 0 ? null : day.totals.match_quality_score,
         match_quality_by_event_type: day.totals.match_quality,
         measurement_only_share: day.totals.measurement_only_share,
       },

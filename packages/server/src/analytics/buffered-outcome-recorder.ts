@@ -1,6 +1,9 @@
 /**
  * The serving process's IngestOutcomeRecorder: `record` only adds to in-memory counters per
  * (data set, UTC hour, name); a timer flushes them about once a second in one small transaction.
+ * Best-effort by nature: a killed process loses the counts of its last second. That is why it
+ * counts rejections only (never queued, so nothing else counts them); accepted events are counted
+ * exactly by the queue commit that stores them.
  * A failed flush (file busy, disk trouble) keeps the counts for the next one. Rejection messages are
  * reduced to their group (array indexes removed) before they are counted; no event is ever seen.
  */
@@ -27,11 +30,14 @@ export class BufferedOutcomeRecorder implements IngestOutcomeRecorder {
     this.#timer.unref();
   }
 
-  record(dataSetId: string, receivedAtMs: number, accepted: number, rejections: readonly string[]): void {
-    if (this.#closed) return;
+  /**
+   * Only rejections are counted here. Accepted events are counted by the queue commit that stores
+   * them (queue_accepted), exactly; a count kept here would lose up to a second of them with the
+   * process.
+   */
+  record(dataSetId: string, receivedAtMs: number, _accepted: number, rejections: readonly string[]): void {
+    if (this.#closed || rejections.length === 0) return;
     const prefix = `${dataSetId}\u0000${hourOf(receivedAtMs)}\u0000`;
-    if (accepted > 0) this.#add(`${prefix}accepted`, accepted);
-    if (rejections.length === 0) return;
     this.#add(`${prefix}rejected`, rejections.length);
     let seen = this.#reasonsSeen.get(prefix);
     if (!seen) this.#reasonsSeen.set(prefix, (seen = new Set()));

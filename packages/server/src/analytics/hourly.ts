@@ -20,6 +20,7 @@
  */
 import { COVERAGE_FIELDS, coverageOf, type CoverageField } from '../merged-view/identity.js';
 import { isPlainObject, type JsonObject } from '../merged-view/merge.js';
+import { storedReasonOf } from '../validation/stored-reason.js';
 
 export const HOUR_MS = 3_600_000;
 
@@ -78,23 +79,31 @@ export const MATCH_QUALITY_WEIGHTS: Readonly<Record<CoverageField, number>> = Ob
   ip_user_agent: 0.1,
 });
 
-export function matchQuality(shares: Readonly<Record<CoverageField, number>>): number {
-  // Integer arithmetic (weights in hundredths, shares in ten-thousandths), so that the rounding to
-  // one decimal never depends on the order of floating-point additions.
-  let total = 0;
-  for (const field of COVERAGE_FIELDS) total += Math.round(MATCH_QUALITY_WEIGHTS[field] * 100) * Math.round((shares[field] ?? 0) * 10_000);
-  return Math.round(total / 10_000) / 10;
+/**
+ * The score from the counts themselves, never from rounded shares: `counts[kind]` events of
+ * `events` carry each identifier kind. Integer arithmetic (weights in hundredths) up to ONE
+ * division and ONE rounding: score in tenths = Σ weight×100 × count / events, rounded half up. The
+ * quotient is exact whenever the true value sits on a half, so 10 × 0.15 × 5/6 = 1.25 gives 1.3
+ * (from coverage shares rounded to 4 decimals first it came out 1.2).
+ */
+export function matchQuality(counts: Readonly<Record<CoverageField, number>>, events: number): number {
+  if (events <= 0) return 0;
+  let weighted = 0;
+  for (const field of COVERAGE_FIELDS) weighted += Math.round(MATCH_QUALITY_WEIGHTS[field] * 100) * (counts[field] ?? 0);
+  return Math.round(weighted / events) / 10;
 }
 
 const MAX_REASON_LENGTH = 160;
 
 /**
- * The group of a rejection message: the message with array indexes replaced by `[]`, so that
- * `hashed field user_data.email_address[3] is not …` and `…[0] …` count together. The spec's
- * messages carry field paths and echoed enum values only, never identifiers.
+ * The group of a rejection message: its stored form (sender-controlled names and values masked,
+ * validation/stored-reason.ts) with array indexes replaced by `[]`, so that `hashed field
+ * user_data.email_address[3] is not …` and `…[0] …` count together. Applied when counting and
+ * again when reading (idempotent), so that rows stored before the masking existed are served
+ * masked too.
  */
 export function reasonGroupOf(message: string): string {
-  const grouped = message.replace(/\[\d+\]/g, '[]').replace(/\/\d+(?=\/|\s|$)/g, '/[]');
+  const grouped = storedReasonOf(message).replace(/\[\d+\]/g, '[]').replace(/\/\d+(?=\/|\s|$)/g, '/[]');
   return grouped.length > MAX_REASON_LENGTH ? `${grouped.slice(0, MAX_REASON_LENGTH)}…` : grouped;
 }
 
@@ -117,6 +126,8 @@ export interface StatsFigures {
   value_by_currency: Record<string, number>;
   ingest: { accepted: number; rejected: number; rejections: Record<string, number> };
   identifier_coverage: Record<CoverageField, number>;
+  /** Match quality of all events together (0 without events), from the counts like the per-type scores. */
+  match_quality_score: number;
   measurement_only_share: number;
   match_quality: Record<string, { events: number; score: number; coverage: Record<CoverageField, number> }>;
 }
@@ -151,7 +162,11 @@ export function figuresOf(counters: Counters): StatsFigures {
     if (name.startsWith('type:')) byType.set(name.slice(5), n);
     else if (name.startsWith('source:')) bySource.set(name.slice(7), n);
     else if (name.startsWith('value:')) value.set(name.slice(6), n);
-    else if (name.startsWith('reason:')) reasons.set(name.slice(7), n);
+    else if (name.startsWith('reason:')) {
+      // Re-grouped on read: older rows may hold unmasked messages, now merged with their masked group.
+      const group = reasonGroupOf(name.slice(7));
+      reasons.set(group, (reasons.get(group) ?? 0) + n);
+    }
     else if (name.startsWith('cov:')) {
       const at = name.lastIndexOf(':');
       const type = name.slice(4, at);
@@ -162,9 +177,11 @@ export function figuresOf(counters: Counters): StatsFigures {
   }
   const events = get('events');
   const overall = {} as Record<CoverageField, number>;
+  const overallCounts = {} as Record<CoverageField, number>;
   for (const field of COVERAGE_FIELDS) {
     let sum = 0;
     for (const m of cov.values()) sum += m.get(field) ?? 0;
+    overallCounts[field] = sum;
     overall[field] = share(sum, events);
   }
   const quality: StatsFigures['match_quality'] = {};
@@ -172,8 +189,12 @@ export function figuresOf(counters: Counters): StatsFigures {
     const count = byType.get(type)!;
     if (count === 0) continue;
     const shares = {} as Record<CoverageField, number>;
-    for (const field of COVERAGE_FIELDS) shares[field] = share(cov.get(type)?.get(field) ?? 0, count);
-    quality[type] = { events: count, score: matchQuality(shares), coverage: shares };
+    const counts = {} as Record<CoverageField, number>;
+    for (const field of COVERAGE_FIELDS) {
+      counts[field] = cov.get(type)?.get(field) ?? 0;
+      shares[field] = share(counts[field], count);
+    }
+    quality[type] = { events: count, score: matchQuality(counts, count), coverage: shares };
   }
   return {
     events,
@@ -185,6 +206,7 @@ export function figuresOf(counters: Counters): StatsFigures {
     value_by_currency: sortedRecord(value, 1_000_000),
     ingest: { accepted: get('accepted'), rejected: get('rejected'), rejections: sortedRecord(reasons) },
     identifier_coverage: overall,
+    match_quality_score: matchQuality(overallCounts, events),
     measurement_only_share: share(get('mmt'), events),
     match_quality: quality,
   };

@@ -10,7 +10,7 @@ import type { IngestStatsStore, ViewStore } from '../merged-view/view-store.js';
 import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
 import { SqliteStorage } from '../storage/sqlite-storage.js';
 import type { Storage } from '../storage/storage.js';
-import { hourOf, statsDocument, type StatsDocument } from './hourly.js';
+import { hourOf, statsDocument, type CounterRow, type StatsDocument } from './hourly.js';
 
 export const DEFAULT_STATS_WINDOW = '24h';
 
@@ -22,6 +22,20 @@ export function parseSince(text: string | undefined, nowMs: number): number {
   const parsed = Date.parse(value);
   if (Number.isNaN(parsed)) throw new Error(`invalid time "${value}": use a duration back from now (24h, 7d) or an ISO 8601 time`);
   return parsed;
+}
+
+/**
+ * The ingest counter rows of the stats document. `accepted` comes from the queue's own counts
+ * (written by the commit that stored the events: exact, even after a SIGKILL of the server);
+ * rejections from ingest-stats, flushed about once a second by the serving processes (best-effort:
+ * rejected events are never queued, and the last second's counts die with a killed process).
+ * `accepted` rows of ingest-stats are from before the queue kept counts: they are used only for
+ * hours the queue has no count of (its segments were pruned before the counts existed).
+ */
+export function ingestRows(ingest: readonly CounterRow[], accepted: readonly CounterRow[] | null): CounterRow[] {
+  if (accepted === null) return [...ingest];
+  const counted = new Set(accepted.map((r) => r.hour));
+  return [...ingest.filter((r) => r.name !== 'accepted' || !counted.has(r.hour)), ...accepted];
 }
 
 export class StatsReader {
@@ -42,8 +56,12 @@ export class StatsReader {
   async stats(dataSetId: string, sinceMs: number): Promise<StatsDocument> {
     this.#ingest ??= this.#storage.ingestStats();
     const since = hourOf(sinceMs);
-    const rows = [...(await this.view().counters(dataSetId, since)), ...(await this.#ingest.counters(dataSetId, since))];
-    return statsDocument(dataSetId, sinceMs, rows);
+    const [view, ingest, accepted] = await Promise.all([
+      this.view().counters(dataSetId, since),
+      this.#ingest.counters(dataSetId, since),
+      this.#storage.queueReader().acceptedCounts(dataSetId, since),
+    ]);
+    return statsDocument(dataSetId, sinceMs, [...view, ...ingestRows(ingest, accepted)]);
   }
 
   async lag(nowMs = Date.now()): Promise<ConsumerLag> {

@@ -13,6 +13,8 @@ export interface GlobalOptions {
   readonly json: boolean;
   /** postgres://… selects the PostgreSQL profile; undefined: embedded SQLite. */
   readonly databaseUrl?: string | undefined;
+  /** --master-key-file (ECAPI_MASTER_KEY_FILE). */
+  readonly masterKeyFile?: string | undefined;
 }
 
 export interface CliContext {

@@ -11,14 +11,21 @@ import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { DEFAULT_PORTS, parseEnvironment, type Environment, type ServeConfig } from '../config.js';
-import type { ControlPlane, DataSetRecord, KeyRecord, PolicyPatch } from '../control/control-plane.js';
-import { formatDurationMs, parseDurationMs } from '../control/duration.js';
+import {
+  MAX_POLICY_WINDOW_SECONDS,
+  MAX_ROTATION_GRACE_MS,
+  type ControlPlane,
+  type DataSetRecord,
+  type KeyRecord,
+  type PolicyPatch,
+} from '../control/control-plane.js';
+import { formatDurationMs, isoOrNull, parseDurationMs, parseWholeSeconds } from '../control/duration.js';
 import { ControlPlaneError } from '../errors.js';
 import { migrateStorage, openStorage, validateDatabaseUrl } from '../storage/open-storage.js';
 import { demoBanner } from '../demo.js';
 import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messages.js';
 import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
-import { CliError, processIo, type CliIo } from './cli-io.js';
+import { CliError, OutputClosedError, processIo, watchOutput, writeWithBackpressure, type CliIo } from './cli-io.js';
 import type { CliContext, GlobalOptions } from './cli-context.js';
 import type { Storage } from '../storage/storage.js';
 import { registerViewCommands } from './view-commands.js';
@@ -38,7 +45,8 @@ function parseNonNegativeInt(value: string): number {
   return n;
 }
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+// Never throws, whatever a stored row holds: a listing must not fail for one out-of-range time.
+const iso = isoOrNull;
 
 function dataSetJson(record: DataSetRecord) {
   const { policy } = record;
@@ -50,7 +58,7 @@ function dataSetJson(record: DataSetRecord) {
       ip: policy.ip,
       pii_scan: policy.piiScan,
       max_age: formatDurationMs(policy.maxAgeSeconds * 1000),
-      merge_window: formatDurationMs(policy.mergeWindowSeconds * 1000),
+      merge_window: formatDurationMs(policy.mergeWindowMs),
       version: policy.version,
     },
     limits: {
@@ -94,6 +102,8 @@ const commandModules: CommandModule[] = [registerSendCommand, registerViewComman
 
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const out = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  // A reader that closes early (`| head`) ends the command quietly instead of with a stack trace.
+  watchOutput(io.stdout);
   let exitCode = 0;
   let serveDone: Promise<void> | null = null;
 
@@ -102,6 +112,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .addOption(new Option('--data-dir <dir>', 'data directory').env('ECAPI_DATA_DIR').default('./data'))
     .addOption(new Option('--env <env>', 'environment: production or test').env('ECAPI_ENV').default('production'))
     .addOption(new Option('--database-url <url>', 'postgres://… : keep everything in PostgreSQL (scale-out profile); default: embedded SQLite in the data dir').env('ECAPI_DATABASE_URL'))
+    .addOption(new Option('--master-key-file <path>', 'read the master key from this file (a mounted secret) instead of <data-dir>/master.key').env('ECAPI_MASTER_KEY_FILE'))
     .option('--json', 'print one JSON document', false)
     .exitOverride()
     .configureOutput({
@@ -111,14 +122,20 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     });
 
   const globals = (): GlobalOptions => {
-    const opts = program.opts<{ dataDir: string; env: string; json: boolean; databaseUrl?: string }>();
+    const opts = program.opts<{ dataDir: string; env: string; json: boolean; databaseUrl?: string; masterKeyFile?: string }>();
     validateDatabaseUrl(opts.databaseUrl);
-    return { dataDir: resolve(opts.dataDir), env: parseEnvironment(opts.env), json: opts.json, databaseUrl: opts.databaseUrl || undefined };
+    return {
+      dataDir: resolve(opts.dataDir),
+      env: parseEnvironment(opts.env),
+      json: opts.json,
+      databaseUrl: opts.databaseUrl || undefined,
+      masterKeyFile: opts.masterKeyFile ? resolve(opts.masterKeyFile) : undefined,
+    };
   };
 
   const withStorage = async <T>(fn: (storage: Storage, g: GlobalOptions) => Promise<T>): Promise<T> => {
     const g = globals();
-    const storage = await openStorage({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, poolSize: 2 });
+    const storage = await openStorage({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, poolSize: 2, masterKeyFile: g.masterKeyFile });
     try {
       return await fn(storage, g);
     } finally {
@@ -151,7 +168,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .addOption(new Option('--port <port>', 'public HTTPS port (default 8443; 9443 with --env test)').env('ECAPI_PORT'))
     .addOption(new Option('--admin-host <host>', 'admin interface').env('ECAPI_ADMIN_HOST').default('127.0.0.1'))
     .addOption(new Option('--admin-port <port>', 'admin HTTP port (default 9464; 9465 with --env test)').env('ECAPI_ADMIN_PORT'))
-    .addOption(new Option('--admin-token <token>', 'token required on the admin port off loopback').env('ECAPI_ADMIN_TOKEN'))
+    .addOption(new Option('--admin-token <token>', 'token required on the admin port off loopback (at least 32 characters)').env('ECAPI_ADMIN_TOKEN'))
+    .addOption(new Option('--admin-allowed-hosts <names>', 'comma-separated Host names the admin port answers for, besides IP addresses, localhost and --admin-host').env('ECAPI_ADMIN_ALLOWED_HOSTS'))
     .option('--no-demo', 'do not create the demo data set and key on a fresh data dir')
     .option('--no-worker', 'do not run the merged-view consumer (run `ecapi-ingest worker` separately)')
     .option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)')
@@ -165,11 +183,16 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .option('--request-timeout <duration>', 'a whole request (headers and body) must arrive within this', '30s')
     .option('--keep-alive-timeout <duration>', 'idle connections are closed after this', '65s')
     .option('--body-buffer <MiB>', 'request-body bytes one serving process holds at once; later bodies wait unread', '16')
+    .option('--handshake-timeout <duration>', 'a TLS handshake must complete within this', '10s')
+    .option('--max-pending-handshakes <n>', 'connections mid-handshake per serving process; past it the oldest is dropped', '1024')
+    .option('--body-idle-timeout <duration>', 'a request whose body sends nothing for this long is dropped', '10s')
+    .option('--min-body-rate <KiB/s>', 'bodies on connections not yet authenticated must average this after --body-idle-timeout (0: off)', '64')
     .action(async (opts: {
-      host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string;
+      host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string; adminAllowedHosts?: string;
       demo: boolean; worker: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string; workers?: string;
       failedAuthRps: string; failedAuthBurst: string; rateLimit: boolean;
       headersTimeout: string; requestTimeout: string; keepAliveTimeout: string; bodyBuffer: string;
+      handshakeTimeout: string; maxPendingHandshakes: string; bodyIdleTimeout: string; minBodyRate: string;
     }) => {
       if (cluster.isWorker) {
         // A forked worker of `serve --workers N`: the primary passed the resolved configuration.
@@ -204,6 +227,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         adminHost: opts.adminHost,
         adminPort: opts.adminPort !== undefined ? parsePort(opts.adminPort) : DEFAULT_PORTS[g.env].adminPort,
         adminToken: opts.adminToken,
+        adminAllowedHosts: (opts.adminAllowedHosts ?? '').split(',').map((h) => h.trim()).filter((h) => h !== ''),
         demo: opts.demo,
         tlsCert: opts.tlsCert,
         tlsKey: opts.tlsKey,
@@ -213,10 +237,15 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         failedAuthBurst: parsePositive(opts.failedAuthBurst),
         rateLimit: opts.rateLimit,
         databaseUrl: g.databaseUrl,
+        masterKeyFile: g.masterKeyFile,
         headersTimeoutMs: parseDurationMs(opts.headersTimeout),
         requestTimeoutMs: parseDurationMs(opts.requestTimeout),
         keepAliveTimeoutMs: parseDurationMs(opts.keepAliveTimeout),
         bodyBudgetBytes: Math.round(parsePositive(opts.bodyBuffer) * 1024 * 1024),
+        handshakeTimeoutMs: parseDurationMs(opts.handshakeTimeout),
+        maxPendingHandshakes: Math.floor(parsePositive(opts.maxPendingHandshakes)),
+        bodyIdleTimeoutMs: parseDurationMs(opts.bodyIdleTimeout),
+        minBodyBytesPerSecond: opts.minBodyRate === '0' ? 0 : Math.round(parsePositive(opts.minBodyRate) * 1024),
       };
       const service =
         config.workers > 1
@@ -268,7 +297,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         if (records.length === 0) return void out('no data sets');
         for (const r of records) {
           out(
-            `${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} (policy v${r.policy.version})` +
+            `${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} merge_window=${r.policy.merge_window} (policy v${r.policy.version})` +
               `\trps=${r.limits.rps} burst_rps=${r.limits.burst_rps} burst_seconds=${r.limits.burst_seconds} eps=${r.limits.eps}`,
           );
         }
@@ -288,8 +317,10 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         if (opts.consent) patch.consent = opts.consent;
         if (opts.ip) patch.ip = opts.ip;
         if (opts.piiScan) patch.piiScan = opts.piiScan;
-        if (opts.maxAge) patch.maxAgeSeconds = Math.floor(parseDurationMs(opts.maxAge) / 1000);
-        if (opts.mergeWindow) patch.mergeWindowSeconds = Math.floor(parseDurationMs(opts.mergeWindow) / 1000);
+        const window = { max: MAX_POLICY_WINDOW_SECONDS * 1000 };
+        if (opts.maxAge) patch.maxAgeSeconds = parseWholeSeconds('--max-age', opts.maxAge, { ...window, what: 'the maximum event age' });
+        // Milliseconds, exactly: `500ms` is a 500 ms window, never 0 (which would turn merging off).
+        if (opts.mergeWindow) patch.mergeWindowMs = parseDurationMs(opts.mergeWindow, { ...window, what: 'the merge window' });
         const record = await cp.setPolicy(id, patch);
         const json = dataSetJson(record);
         out(g.json ? JSON.stringify(json) : `data set ${id}: policy v${json.policy.version} ${JSON.stringify(json.policy)}`);
@@ -331,14 +362,16 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
   key
     .command('rotate <key_id>')
     .description('issue a new secret; the previous one verifies until the grace period ends')
-    .option('--grace <duration>', 'how long the previous secret keeps verifying, like 30s, 10m, 1h', '1h')
-    .action((keyId: string, opts: { grace: string }) =>
-      withControl(async (cp, g) => {
-        const rotated = await cp.rotateKey(keyId, parseDurationMs(opts.grace));
+    .option('--grace <duration>', 'how long the previous secret keeps verifying, like 30s, 10m, 1h (at most 365d)', '1h')
+    .action((keyId: string, opts: { grace: string }) => {
+      // Validated before the control plane is even opened: a refused grace writes nothing.
+      const graceMs = parseDurationMs(opts.grace, { max: MAX_ROTATION_GRACE_MS, what: 'the grace period' });
+      return withControl(async (cp, g) => {
+        const rotated = await cp.rotateKey(keyId, graceMs);
         const json = { key_id: rotated.keyId, secret: rotated.secret, previous_secret_valid_until: iso(rotated.previousSecretValidUntil) };
         out(g.json ? JSON.stringify(json) : `key id:  ${json.key_id}\nsecret:  ${json.secret}\nprevious secret valid until ${json.previous_secret_valid_until}`);
-      }),
-    );
+      });
+    });
   key
     .command('revoke <key_id>')
     .description('revoke a key; running servers refuse it within seconds')
@@ -395,7 +428,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         for (;;) {
           const records = await reader.read({ fromSeq: from, limit: 5000, ...(opts.dataSet ? { dataSetId: opts.dataSet } : {}) });
           if (records.length === 0) break;
-          io.stdout.write(records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+          // Waits for the reader (bounded memory whatever the queue's size); stops if it went away.
+          await writeWithBackpressure(io.stdout, records.map((r) => JSON.stringify(r)).join('\n') + '\n');
           from = records[records.length - 1]!.seq + 1;
         }
       }),
@@ -426,6 +460,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     if (serveDone) await serveDone;
     return exitCode;
   } catch (error) {
+    if (error instanceof OutputClosedError) return 0; // `| head`: the reader has what it wanted
     if (error instanceof CommanderError) {
       return error.exitCode === 0 ? 0 : 2;
     }

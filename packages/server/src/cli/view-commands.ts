@@ -12,7 +12,7 @@ import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
 import { createLogger } from '../observability/logger.js';
-import { CliError } from './cli-io.js';
+import { CliError, writeWithBackpressure } from './cli-io.js';
 import { parseDurationMs } from '../control/duration.js';
 import type { CliContext } from './cli-context.js';
 
@@ -163,7 +163,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         await store.exportRecords(opts.dataSet, since, async (page) => {
           const lines: string[] = [];
           for (const record of page) lines.push(JSON.stringify(await mergedRecordJson(store, record)));
-          ctx.io.stdout.write(lines.join('\n') + '\n');
+          await writeWithBackpressure(ctx.io.stdout, lines.join('\n') + '\n');
         });
       }),
     );

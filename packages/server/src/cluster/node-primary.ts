@@ -43,7 +43,9 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   assertAdminExposure(config);
   const logger = createLogger({ level: config.logLevel });
   // Migrates the PostgreSQL schema once, before the workers open it (open-storage.ts picks the profile).
-  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl, poolSize: 2 });
+  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl, poolSize: 2, masterKeyFile: config.masterKeyFile });
+  // A wrong, empty or missing master key stops the node here, with one line, before any worker starts.
+  await storage.controlPlane().verifyMasterKey();
   const demoKey = config.demo ? await createDemoIfFresh(storage.controlPlane()) : null;
   const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
 
@@ -103,7 +105,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   const liveStore = new LiveStore({ env: config.env });
   const consoleControlPlane = storage.controlPlane();
   const admin = buildAdminApp(
-    { adminToken: config.adminToken },
+    { adminToken: config.adminToken, adminHost: config.adminHost, allowedHosts: config.adminAllowedHosts },
     {
       metrics: { contentType: aggregator.contentType, text: () => aggregator.clusterMetrics() },
       stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),

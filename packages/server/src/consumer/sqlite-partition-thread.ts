@@ -35,7 +35,7 @@ const port = parentPort!;
 const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536 });
 const source = new SqliteQueueSource(data.queueFile, { accept: (dataSetId) => partitionOf(dataSetId, data.partitions) === data.partition });
 let windows = new Map<string, number>();
-const defaultWindowMs = DEFAULT_POLICY.mergeWindowSeconds * 1000;
+const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
 const consumer = new ViewConsumer(store, source, { batchSize: data.batchSize, mergeWindowMs: (dataSetId) => windows.get(dataSetId) ?? defaultWindowMs });
 
 port.on('message', (message: PartitionThreadMessage) => {

@@ -100,7 +100,7 @@ class LocalPartition implements PartitionStepper {
   constructor(options: SqlitePartitionsOptions) {
     this.#store = new SqliteViewStore(options.viewFile);
     this.#source = new SqliteQueueSource(options.queueFile);
-    const defaultWindowMs = DEFAULT_POLICY.mergeWindowSeconds * 1000;
+    const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
     this.#consumer = new ViewConsumer(this.#store, this.#source, {
       batchSize: options.batchSize,
       mergeWindowMs: (dataSetId) => new Map(options.windows()).get(dataSetId) ?? defaultWindowMs,

@@ -2,7 +2,7 @@
  * Checkpoints of the view's partition files, run from the consumer process's main thread, which is
  * otherwise idle while its partition threads apply batches. A checkpoint copies the WAL into the
  * database file and syncs it; done inside a partition's own commits it took a quarter of the
- * applier's time at a 1 GB view (bench/README.md, "Consumer alone"). PASSIVE never blocks the
+ * applier's time at a 1 GB view (bench/README.md, "The partitioned consumer"). PASSIVE never blocks the
  * writer: it copies what no reader still needs, and SQLite starts the WAL over once a checkpoint
  * has caught up with it. Each partition thread keeps an automatic checkpoint at a high threshold as
  * a safety net. On stop, a TRUNCATE leaves no WAL behind.

@@ -24,7 +24,7 @@ export class MergeWindows {
 
   async refresh(): Promise<void> {
     const next = new Map<string, number>();
-    for (const dataSet of await this.#controlPlane.listDataSets()) next.set(dataSet.id, dataSet.policy.mergeWindowSeconds * 1000);
+    for (const dataSet of await this.#controlPlane.listDataSets()) next.set(dataSet.id, dataSet.policy.mergeWindowMs);
     this.#windows = next;
   }
 
@@ -33,7 +33,7 @@ export class MergeWindows {
   }
 
   mergeWindowMs(dataSetId: string): number {
-    return this.#windows.get(dataSetId) ?? DEFAULT_POLICY.mergeWindowSeconds * 1000;
+    return this.#windows.get(dataSetId) ?? DEFAULT_POLICY.mergeWindowMs;
   }
 }
 

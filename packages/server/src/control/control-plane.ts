@@ -14,6 +14,8 @@
 import type { KeyObject } from 'node:crypto';
 import type { DataSetPolicy } from './data-set-policy.js';
 import type { DataSetLimits } from '../rate-limit/data-set-limits.js';
+import { ControlPlaneError } from '../errors.js';
+import { DAY_MS, formatDurationMs } from './duration.js';
 
 export interface DataSetRecord {
   readonly id: string;
@@ -78,9 +80,41 @@ export interface ControlPlane {
   addGrant(keyId: string, dataSetId: string): Promise<void>;
   removeGrant(keyId: string, dataSetId: string): Promise<void>;
 
+  /**
+   * Loads the master key and checks it against the fingerprint stored with the sealed secrets; throws
+   * a MasterKeyError (one line: which file or variable, what to do) when it does not match.
+   */
+  verifyMasterKey(): Promise<void>;
   version(): Promise<number>;
   loadSnapshot(): Promise<CredentialSnapshot>;
   close(): Promise<void>;
 }
 
 export const DATA_SET_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+/**
+ * Bounds of what the control plane stores, checked by both implementations before their
+ * transaction writes anything (issue 16, point 6: `key rotate --grace 100000000d` used to commit a
+ * validity past the last representable date, then fail to print it). A rotation grace longer than
+ * a year is no grace period but a second permanent secret: revoke and re-issue instead.
+ */
+export const MAX_ROTATION_GRACE_MS = 365 * DAY_MS;
+/** Maximum event age and merge window: ten years. */
+export const MAX_POLICY_WINDOW_SECONDS = 3650 * 86_400;
+
+export function validateRotationGrace(graceMs: number): void {
+  if (!Number.isSafeInteger(graceMs) || graceMs < 0 || graceMs > MAX_ROTATION_GRACE_MS) {
+    throw new ControlPlaneError(`invalid grace period: between 0s and ${formatDurationMs(MAX_ROTATION_GRACE_MS)}`);
+  }
+}
+
+export function validatePolicyPatch(patch: PolicyPatch): void {
+  const maxAge = patch.maxAgeSeconds;
+  if (maxAge !== undefined && (!Number.isSafeInteger(maxAge) || maxAge < 1 || maxAge > MAX_POLICY_WINDOW_SECONDS)) {
+    throw new ControlPlaneError(`invalid max age: between 1s and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}`);
+  }
+  const mergeWindow = patch.mergeWindowMs;
+  if (mergeWindow !== undefined && (!Number.isSafeInteger(mergeWindow) || mergeWindow < 0 || mergeWindow > MAX_POLICY_WINDOW_SECONDS * 1000)) {
+    throw new ControlPlaneError(`invalid merge window: between 0ms and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}, in whole milliseconds`);
+  }
+}

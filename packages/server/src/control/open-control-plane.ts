@@ -1,9 +1,9 @@
 import { controlDbFile, type Environment } from '../config.js';
 import type { ControlPlane } from './control-plane.js';
-import { loadMasterKey, SecretBox } from './secret-box.js';
+import { masterKeyLoader } from './secret-box.js';
 import { SqliteControlPlane } from './sqlite-control-plane.js';
 
 /** Opens the control plane of one environment of a data dir (embedded profile). */
 export function openControlPlane(dataDir: string, env: Environment): ControlPlane {
-  return new SqliteControlPlane(controlDbFile(dataDir, env), new SecretBox(loadMasterKey(dataDir)));
+  return new SqliteControlPlane(controlDbFile(dataDir, env), masterKeyLoader({ dataDir }));
 }

@@ -7,7 +7,7 @@
  */
 import { createSecretKey } from 'node:crypto';
 import { ControlPlaneError } from '../errors.js';
-import { DEFAULT_POLICY, type DataSetPolicy } from './data-set-policy.js';
+import { DEFAULT_POLICY, policyFromStored, type DataSetPolicy } from './data-set-policy.js';
 import { DEFAULT_LIMITS, validateLimits, type DataSetLimits } from '../rate-limit/data-set-limits.js';
 import {
   DATA_SET_ID_PATTERN,
@@ -19,8 +19,10 @@ import {
   type KeyRecord,
   type PolicyPatch,
   type RotatedKey,
+  validatePolicyPatch,
+  validateRotationGrace,
 } from './control-plane.js';
-import type { SecretBox } from './secret-box.js';
+import { masterKeyMismatch, unlockSecretBox, type MasterKeySource, type SecretBox } from './secret-box.js';
 import { newKeyId, newSecret, previousAad, secretAad } from './signing-key-material.js';
 import { inTransaction, type Pool, type PoolClient } from '../storage/postgres/database.js';
 
@@ -48,20 +50,59 @@ function recordOf(row: DataSetRow): DataSetRecord {
   return {
     id: row.id,
     createdAt: row.created_at,
-    policy: Object.freeze({ ...DEFAULT_POLICY, ...JSON.parse(row.policy) }),
+    policy: policyFromStored(row.policy),
     limits: Object.freeze({ ...DEFAULT_LIMITS, ...(row.limits ? JSON.parse(row.limits) : {}) }),
   };
 }
 
 export class PostgresControlPlane implements ControlPlane {
   readonly #pool: Pool;
-  readonly #box: SecretBox;
+  readonly #keySource: MasterKeySource;
+  readonly #name: string;
+  #unlocked: Promise<SecretBox> | null = null;
   readonly #now: () => number;
 
-  constructor(pool: Pool, box: SecretBox, now: () => number = Date.now) {
+  /**
+   * `keys`: a SecretBox, or the loader of this node's master key, checked against the fingerprint
+   * stored in the database when a secret is first sealed or opened: every node must use the same key.
+   */
+  constructor(pool: Pool, keys: MasterKeySource, now: () => number = Date.now, options: { name?: string } = {}) {
     this.#pool = pool;
-    this.#box = box;
+    this.#keySource = keys;
+    this.#name = options.name ?? 'PostgreSQL';
     this.#now = now;
+  }
+
+  #box(): Promise<SecretBox> {
+    this.#unlocked ??= this.#unlock().catch((error: unknown) => {
+      this.#unlocked = null;
+      throw error;
+    });
+    return this.#unlocked;
+  }
+
+  async #unlock(): Promise<SecretBox> {
+    const fingerprint = async () =>
+      (await this.#pool.query<{ f: string | null }>('SELECT master_key_fingerprint AS f FROM control_meta WHERE id = 1')).rows[0]!.f;
+    const stored = await fingerprint();
+    const sample = (await this.#pool.query<{ key_id: string; secret_sealed: Buffer }>(
+      'SELECT key_id, secret_sealed FROM signing_keys ORDER BY created_at, key_id LIMIT 1',
+    )).rows[0];
+    const box = unlockSecretBox(
+      this.#keySource,
+      { fingerprint: stored, sample: sample ? { sealed: sample.secret_sealed, aad: secretAad(sample.key_id) } : null },
+      this.#name,
+    );
+    if (stored === null) {
+      await this.#pool.query('UPDATE control_meta SET master_key_fingerprint = $1 WHERE id = 1 AND master_key_fingerprint IS NULL', [box.fingerprint()]);
+      if (!box.matches((await fingerprint())!)) throw masterKeyMismatch('the master key in use', this.#name);
+    }
+    return box;
+  }
+
+  /** Loads this node's master key and checks it against the database (serve calls it at start). */
+  async verifyMasterKey(): Promise<void> {
+    await this.#box();
   }
 
   async #bump(db: Queryable): Promise<void> {
@@ -127,6 +168,7 @@ export class PostgresControlPlane implements ControlPlane {
   }
 
   async setPolicy(dataSetId: string, patch: PolicyPatch): Promise<DataSetRecord> {
+    validatePolicyPatch(patch);
     return inTransaction(this.#pool, async (db) => {
       const current = await this.#requireDataSet(db, dataSetId, true);
       const next: DataSetPolicy = { ...current.policy, ...patch, version: current.policy.version + 1 };
@@ -162,12 +204,13 @@ export class PostgresControlPlane implements ControlPlane {
     const unique = [...new Set(dataSets)].sort();
     const keyId = newKeyId();
     const secret = newSecret();
+    const box = await this.#box(); // the master key is loaded and checked before anything is written
     await inTransaction(this.#pool, async (db) => {
       for (const id of unique) await this.#requireDataSet(db, id);
       const now = this.#now();
       await db.query('INSERT INTO signing_keys (key_id, secret_sealed, created_at) VALUES ($1, $2, $3)', [
         keyId,
-        this.#box.seal(secret, secretAad(keyId)),
+        box.seal(secret, secretAad(keyId)),
         now,
       ]);
       for (const id of unique) {
@@ -179,17 +222,19 @@ export class PostgresControlPlane implements ControlPlane {
   }
 
   async rotateKey(keyId: string, graceMs: number): Promise<RotatedKey> {
+    validateRotationGrace(graceMs);
     const secret = newSecret();
     const now = this.#now();
     const validUntil = now + graceMs;
+    const box = await this.#box();
     await inTransaction(this.#pool, async (db) => {
       const row = await this.#keyRow(db, keyId, true);
       if (row.revoked_at !== null) throw new ControlPlaneError(`key ${keyId} is revoked; create a new key instead`);
-      const current = this.#box.open(row.secret_sealed, secretAad(keyId));
+      const current = box.open(row.secret_sealed, secretAad(keyId));
       await db.query(
         `UPDATE signing_keys SET secret_sealed = $1, rotated_at = $2, previous_secret_sealed = $3, previous_valid_until = $4
          WHERE key_id = $5`,
-        [this.#box.seal(secret, secretAad(keyId)), now, this.#box.seal(current, previousAad(keyId)), validUntil, keyId],
+        [box.seal(secret, secretAad(keyId)), now, box.seal(current, previousAad(keyId)), validUntil, keyId],
       );
       await this.#bump(db);
     });
@@ -215,7 +260,7 @@ export class PostgresControlPlane implements ControlPlane {
   }
 
   async revealSecret(keyId: string): Promise<string> {
-    return this.#box.open((await this.#keyRow(this.#pool, keyId)).secret_sealed, secretAad(keyId));
+    return (await this.#box()).open((await this.#keyRow(this.#pool, keyId)).secret_sealed, secretAad(keyId));
   }
 
   async addGrant(keyId: string, dataSetId: string): Promise<void> {
@@ -245,6 +290,7 @@ export class PostgresControlPlane implements ControlPlane {
   }
 
   async loadSnapshot(): Promise<CredentialSnapshot> {
+    const box = await this.#box();
     // One REPEATABLE READ transaction: the version and the rows it describes are one point in time.
     return inTransaction(
       this.#pool,
@@ -266,10 +312,10 @@ export class PostgresControlPlane implements ControlPlane {
           keys.set(row.key_id, {
             keyId: row.key_id,
             revoked: row.revoked_at !== null,
-            current: hmacKey(this.#box.open(row.secret_sealed, secretAad(row.key_id))),
+            current: hmacKey(box.open(row.secret_sealed, secretAad(row.key_id))),
             previous:
               row.previous_secret_sealed && row.previous_valid_until !== null
-                ? { key: hmacKey(this.#box.open(row.previous_secret_sealed, previousAad(row.key_id))), validUntil: row.previous_valid_until }
+                ? { key: hmacKey(box.open(row.previous_secret_sealed, previousAad(row.key_id))), validUntil: row.previous_valid_until }
                 : null,
             dataSets: grants.get(row.key_id) ?? new Set(),
           });

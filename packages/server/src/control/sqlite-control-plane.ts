@@ -7,10 +7,9 @@
  */
 import Database from 'better-sqlite3';
 import { createSecretKey } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { prepareDatabaseFile } from '../fs/durable-files.js';
 import { ControlPlaneError } from '../errors.js';
-import { DEFAULT_POLICY, type DataSetPolicy } from './data-set-policy.js';
+import { DEFAULT_POLICY, policyFromStored, type DataSetPolicy } from './data-set-policy.js';
 import { DEFAULT_LIMITS, validateLimits, type DataSetLimits } from '../rate-limit/data-set-limits.js';
 import {
   DATA_SET_ID_PATTERN,
@@ -22,8 +21,10 @@ import {
   type KeyRecord,
   type PolicyPatch,
   type RotatedKey,
+  validatePolicyPatch,
+  validateRotationGrace,
 } from './control-plane.js';
-import type { SecretBox } from './secret-box.js';
+import { masterKeyMismatch, unlockSecretBox, type MasterKeySource, type SecretBox } from './secret-box.js';
 import { newKeyId, newSecret, previousAad, secretAad } from './signing-key-material.js';
 
 const SCHEMA = `
@@ -66,11 +67,21 @@ interface KeyRow {
 
 export class SqliteControlPlane implements ControlPlane {
   readonly #db: Database.Database;
-  readonly #box: SecretBox;
+  readonly #file: string;
+  readonly #keySource: MasterKeySource;
+  readonly #sealedElsewhere: () => boolean;
+  #unlocked: SecretBox | null = null;
   readonly #now: () => number;
 
-  constructor(file: string, box: SecretBox, now: () => number = Date.now) {
-    mkdirSync(dirname(file), { recursive: true });
+  /**
+   * `keys`: a SecretBox, or the loader of the master key (read when a secret is first sealed or
+   * opened, and checked against the fingerprint stored here). `sealedElsewhere`: whether another
+   * control plane sharing the key file holds secrets (then a missing key file is never recreated).
+   */
+  constructor(file: string, keys: MasterKeySource, now: () => number = Date.now, options: { sealedElsewhere?: () => boolean } = {}) {
+    // The directory and the empty file are created durably and private (0700/0600); SQLite's -wal
+    // and -shm take the database's mode.
+    prepareDatabaseFile(file);
     this.#db = new Database(file);
     // First: a serving node's processes and the CLI open this file at the same moment; the WAL
     // switch and the schema must wait for a lock, not fail with "database is locked".
@@ -82,8 +93,58 @@ export class SqliteControlPlane implements ControlPlane {
     // Files created before rate limits existed lack the column.
     const columns = this.#db.prepare('PRAGMA table_info(data_sets)').all() as { name: string }[];
     if (!columns.some((c) => c.name === 'limits')) this.#db.exec('ALTER TABLE data_sets ADD COLUMN limits TEXT');
-    this.#box = box;
+    // Files created before master-key fingerprints existed lack the column (checked by a sealed secret then).
+    const metaColumns = this.#db.prepare('PRAGMA table_info(control_meta)').all() as { name: string }[];
+    if (!metaColumns.some((c) => c.name === 'master_key_fingerprint')) {
+      this.#db.transaction(() => {
+        const again = this.#db.prepare('PRAGMA table_info(control_meta)').all() as { name: string }[];
+        if (!again.some((c) => c.name === 'master_key_fingerprint')) this.#db.exec('ALTER TABLE control_meta ADD COLUMN master_key_fingerprint TEXT');
+      }).immediate();
+    }
+    this.#file = file;
+    this.#keySource = keys;
+    this.#sealedElsewhere = options.sealedElsewhere ?? (() => false);
     this.#now = now;
+  }
+
+  /** The SecretBox, once the master key was loaded and found to be the one this control plane was sealed with. */
+  #box(): SecretBox {
+    if (this.#unlocked) return this.#unlocked;
+    const fingerprint = () =>
+      (this.#db.prepare('SELECT master_key_fingerprint AS f FROM control_meta WHERE id = 1').get() as { f: string | null }).f;
+    const stored = fingerprint();
+    const sample = this.#db.prepare('SELECT key_id, secret_sealed FROM signing_keys ORDER BY rowid LIMIT 1').get() as
+      | { key_id: string; secret_sealed: Buffer }
+      | undefined;
+    const box = unlockSecretBox(
+      this.#keySource,
+      {
+        fingerprint: stored,
+        sample: sample ? { sealed: sample.secret_sealed, aad: secretAad(sample.key_id) } : null,
+        sealedElsewhere: stored === null && !sample && this.#sealedElsewhere(),
+      },
+      this.#file,
+    );
+    if (stored === null) {
+      // The first key to seal or open here; another process may store one at the same moment.
+      this.#db.prepare('UPDATE control_meta SET master_key_fingerprint = ? WHERE id = 1 AND master_key_fingerprint IS NULL').run(box.fingerprint());
+      if (!box.matches(fingerprint()!)) throw masterKeyMismatch('the master key in use', this.#file);
+    }
+    this.#unlocked = box;
+    return box;
+  }
+
+  /** Loads the master key and checks it against this control plane (serve calls it at start). */
+  async verifyMasterKey(): Promise<void> {
+    this.#box();
+  }
+
+  /** Whether this control plane holds anything sealed (a fingerprint or a key), without the master key. */
+  holdsSecrets(): boolean {
+    const row = this.#db
+      .prepare('SELECT (SELECT master_key_fingerprint FROM control_meta WHERE id = 1) IS NOT NULL OR EXISTS (SELECT 1 FROM signing_keys) AS h')
+      .get() as { h: number };
+    return row.h === 1;
   }
 
   #bump(): void {
@@ -98,7 +159,7 @@ export class SqliteControlPlane implements ControlPlane {
       row && {
         id: row.id,
         createdAt: row.created_at,
-        policy: Object.freeze({ ...DEFAULT_POLICY, ...JSON.parse(row.policy) }),
+        policy: policyFromStored(row.policy),
         limits: Object.freeze({ ...DEFAULT_LIMITS, ...(row.limits ? JSON.parse(row.limits) : {}) }),
       }
     );
@@ -155,6 +216,7 @@ export class SqliteControlPlane implements ControlPlane {
   }
 
   async setPolicy(dataSetId: string, patch: PolicyPatch): Promise<DataSetRecord> {
+    validatePolicyPatch(patch);
     return this.#db.transaction(() => {
       const current = this.#requireDataSet(dataSetId);
       const next: DataSetPolicy = { ...current.policy, ...patch, version: current.policy.version + 1 };
@@ -189,12 +251,13 @@ export class SqliteControlPlane implements ControlPlane {
     const unique = [...new Set(dataSets)].sort();
     const keyId = newKeyId();
     const secret = newSecret();
+    this.#box(); // the master key is loaded and checked before anything is written
     this.#db.transaction(() => {
       for (const id of unique) this.#requireDataSet(id);
       const now = this.#now();
       this.#db
         .prepare('INSERT INTO signing_keys (key_id, secret_sealed, created_at) VALUES (?, ?, ?)')
-        .run(keyId, this.#box.seal(secret, secretAad(keyId)), now);
+        .run(keyId, this.#box().seal(secret, secretAad(keyId)), now);
       const grant = this.#db.prepare('INSERT INTO grants (key_id, data_set_id, created_at) VALUES (?, ?, ?)');
       for (const id of unique) grant.run(keyId, id, now);
       this.#bump();
@@ -203,19 +266,21 @@ export class SqliteControlPlane implements ControlPlane {
   }
 
   async rotateKey(keyId: string, graceMs: number): Promise<RotatedKey> {
+    validateRotationGrace(graceMs);
     const secret = newSecret();
     const now = this.#now();
     const validUntil = now + graceMs;
+    this.#box();
     this.#db.transaction(() => {
       const row = this.#keyRow(keyId);
       if (row.revoked_at !== null) throw new ControlPlaneError(`key ${keyId} is revoked; create a new key instead`);
-      const current = this.#box.open(row.secret_sealed, secretAad(keyId));
+      const current = this.#box().open(row.secret_sealed, secretAad(keyId));
       this.#db
         .prepare(
           `UPDATE signing_keys SET secret_sealed = ?, rotated_at = ?, previous_secret_sealed = ?, previous_valid_until = ?
            WHERE key_id = ?`,
         )
-        .run(this.#box.seal(secret, secretAad(keyId)), now, this.#box.seal(current, previousAad(keyId)), validUntil, keyId);
+        .run(this.#box().seal(secret, secretAad(keyId)), now, this.#box().seal(current, previousAad(keyId)), validUntil, keyId);
       this.#bump();
     })();
     return { keyId, secret, previousSecretValidUntil: validUntil };
@@ -238,7 +303,7 @@ export class SqliteControlPlane implements ControlPlane {
   }
 
   async revealSecret(keyId: string): Promise<string> {
-    return this.#box.open(this.#keyRow(keyId).secret_sealed, secretAad(keyId));
+    return this.#box().open(this.#keyRow(keyId).secret_sealed, secretAad(keyId));
   }
 
   async addGrant(keyId: string, dataSetId: string): Promise<void> {
@@ -266,6 +331,7 @@ export class SqliteControlPlane implements ControlPlane {
   }
 
   async loadSnapshot(): Promise<CredentialSnapshot> {
+    this.#box();
     return this.#db.transaction(() => {
       const version = (this.#db.prepare('SELECT version FROM control_meta WHERE id = 1').get() as { version: number }).version;
       const dataSets = new Map<string, DataSetRecord>();
@@ -289,11 +355,11 @@ export class SqliteControlPlane implements ControlPlane {
         keys.set(row.key_id, {
           keyId: row.key_id,
           revoked: row.revoked_at !== null,
-          current: hmacKey(this.#box.open(row.secret_sealed, secretAad(row.key_id))),
+          current: hmacKey(this.#box().open(row.secret_sealed, secretAad(row.key_id))),
           previous:
             row.previous_secret_sealed && row.previous_valid_until !== null
               ? {
-                  key: hmacKey(this.#box.open(row.previous_secret_sealed, previousAad(row.key_id))),
+                  key: hmacKey(this.#box().open(row.previous_secret_sealed, previousAad(row.key_id))),
                   validUntil: row.previous_valid_until,
                 }
               : null,

@@ -7,6 +7,11 @@
  *   bearer -> key/data-set/signature headers -> key -> HMAC -> Content-Type / Accept
  *   -> grant for X-Service-Data-Set -> parse -> every event's data_set_id authorized (else 401 whole)
  *   -> per event: data_set_id equals header, schema + rules + privacy policy -> durable append.
+ *
+ * Before the body is read, http/public-server.ts has already answered, with the same statuses and
+ * messages, what needs no body (Host, gateway, Content-Length, body codings, and through
+ * refusalBeforeBody the Bearer, header and key checks up to the HMAC): repeating them here keeps
+ * this function complete on its own and costs a few header lookups.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { EventErrors, QueueUnavailableError, RequestError, requestError } from '../errors.js';
@@ -23,6 +28,7 @@ import type { IngestOutcomeRecorder } from '../analytics/ingest-outcome-recorder
 import type { IngestObserver } from '../analytics/ingest-observer.js';
 import { acceptsJson, isJsonContentType } from './media-types.js';
 import { parseEvents } from './payload.js';
+import { storedPathLabelOf, storedReasonOf } from '../validation/stored-reason.js';
 
 export interface EventsOutcome {
   readonly status: number;
@@ -91,7 +97,13 @@ export function requestErrorOutcome(error: RequestError, extra: Partial<EventsOu
 interface CheckedEvents {
   accepted: Record<string, unknown>[];
   metas: (EventPolicyMeta | undefined)[];
+  /** The response's errors[]: the exact messages (the sender's own data). */
   readonly errors: EventError[];
+  /**
+   * The same errors as they may be stored, served to operators or counted: sender-controlled
+   * names and values masked (validation/stored-reason.ts, issue 16 point 7).
+   */
+  readonly storedErrors: EventError[];
   /** Some accepted event differs from what was sent (nulls removed, policy applied). */
   readonly modified: boolean;
 }
@@ -103,6 +115,7 @@ function checkEvents(deps: EventsRequestDeps, events: readonly unknown[], header
   const accepted: Record<string, unknown>[] = [];
   const metas: (EventPolicyMeta | undefined)[] = [];
   const errors: EventError[] = [];
+  const storedErrors: EventError[] = [];
   let modified = false;
   for (let index = 0; index < events.length; index++) {
     const event = events[index];
@@ -118,7 +131,8 @@ function checkEvents(deps: EventsRequestDeps, events: readonly unknown[], header
         metas.push(check.meta);
         if (check.modified) modified = true;
         if (check.meta?.piiRedacted) {
-          for (const field of check.meta.piiRedacted) deps.metrics.piiRedactions.inc({ field });
+          // The label is bounded: a schema path, or a known prefix and `*` (never a sender's key).
+          for (const field of check.meta.piiRedacted) deps.metrics.piiRedactions.inc({ field: storedPathLabelOf(field) });
         }
         continue;
       }
@@ -126,9 +140,10 @@ function checkEvents(deps: EventsRequestDeps, events: readonly unknown[], header
     }
     const eventId = isPlainObject(event) && typeof event.id === 'string' ? event.id : null;
     errors.push({ index, event_id: eventId, error });
+    storedErrors.push({ index, event_id: eventId, error: storedReasonOf(error) });
     deps.metrics.eventsRejected.inc({ reason: rejectionReasonOf(error) });
   }
-  return { accepted, metas, errors, modified };
+  return { accepted, metas, errors, storedErrors, modified };
 }
 
 export async function handleEventsRequest(
@@ -179,12 +194,12 @@ export async function handleEventsRequest(
     const policy = dataSet.policy;
     const checked = checkEvents(deps, events, headerDataSet, { nowSeconds: Math.floor(nowMs / 1000), policy });
     events = null;
-    const { errors } = checked;
+    const { errors, storedErrors } = checked;
     const acceptedCount = checked.accepted.length;
 
     if (acceptedCount === 0) {
-      deps.outcomes?.record(headerDataSet, nowMs, 0, errors.map((e) => e.error));
-      deps.observer?.validated({ dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs, accepted: 0, metas: [], errors });
+      deps.outcomes?.record(headerDataSet, nowMs, 0, storedErrors.map((e) => e.error));
+      deps.observer?.validated({ dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs, accepted: 0, metas: [], errors: storedErrors });
       return withHeaders({
         status: 400,
         body: JSON.stringify({ accepted: 0, rejected: errors.length, errors }),
@@ -224,10 +239,10 @@ export async function handleEventsRequest(
     }
     deps.metrics.queueAppendDuration.observe((performance.now() - appendStarted) / 1000);
     deps.metrics.eventsAccepted.inc(acceptedCount);
-    deps.outcomes?.record(headerDataSet, nowMs, acceptedCount, errors.length === 0 ? NO_ERRORS : errors.map((e) => e.error));
+    deps.outcomes?.record(headerDataSet, nowMs, acceptedCount, errors.length === 0 ? NO_ERRORS : storedErrors.map((e) => e.error));
     deps.observer?.validated({
       dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs,
-      accepted: acceptedCount, metas: observedMetas, events: observedEvents, errors,
+      accepted: acceptedCount, metas: observedMetas, events: observedEvents, errors: storedErrors,
     });
 
     if (errors.length === 0) {

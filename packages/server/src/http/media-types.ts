@@ -28,3 +28,22 @@ export function acceptsJson(header: string | undefined): boolean {
   }
   return false;
 }
+
+/**
+ * Body encodings: the service reads bodies as sent and never decodes them, so a coding it would not
+ * undo is refused instead of being ignored (issue 16): `Content-Encoding` other than `identity`
+ * (gzip, br, ...) and `Transfer-Encoding` other than `chunked` alone (`gzip, chunked` passes
+ * Node's parser). Returns the registry code of the refusal, or null. The HTTP/1.1 parser already
+ * refuses a Transfer-Encoding whose last coding is not chunked; HTTP/2 forbids the header.
+ */
+export function bodyEncodingRefusal(
+  contentEncoding: string | undefined,
+  transferEncoding: string | undefined,
+): 'UNSUPPORTED_CONTENT_ENCODING' | 'UNSUPPORTED_TRANSFER_ENCODING' | null {
+  if (contentEncoding !== undefined) {
+    const coding = contentEncoding.trim().toLowerCase();
+    if (coding !== '' && coding !== 'identity') return 'UNSUPPORTED_CONTENT_ENCODING';
+  }
+  if (transferEncoding !== undefined && transferEncoding.trim().toLowerCase() !== 'chunked') return 'UNSUPPORTED_TRANSFER_ENCODING';
+  return null;
+}

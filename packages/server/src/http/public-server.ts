@@ -4,27 +4,46 @@
  * Bare node:http2 (with allowHTTP1), no framework, by measured choice: this is the hot path.
  * buildServer() returns a server that is not listening; the caller listens and closes.
  *
- * Hazards handled here:
- * - Bodies: a Content-Length over the limit is refused before reading; a chunked body is counted
- *   as it streams and refused the moment it passes 1 MiB, so no more than the limit is buffered.
- *   After such an early answer the connection is closed (HTTP/1.1) or the stream reset with
- *   NO_ERROR (HTTP/2), because the unread remainder of the body can't be trusted to be drained.
- * - Slow clients: headers must arrive within headersTimeoutMs and the whole body within
+ * Hazards handled here (the threat model and every bound: docs/SECURITY.md):
+ * - TLS: plain HTTP or TLS < 1.3 never reaches a handler, the handshake fails first. A connection
+ *   must finish its handshake within handshakeTimeoutMs (a constructor option: Node ignores it
+ *   when set afterwards), and at most maxPendingHandshakes connections may be mid-handshake: past
+ *   that the oldest is dropped, so silent sockets cannot pile up and cannot lock out real clients
+ *   (a real handshake takes one round trip, an attacker would have to open that many in that time).
+ * - The request head is judged before any body byte is read or budgeted: no Host (HTTP/1.1) or
+ *   :authority (HTTP/2), the gateway, pre-auth shedding, Content-Length over the limit, a body
+ *   coding we would not decode, and everything authentication can refuse without the body (Bearer,
+ *   missing or malformed headers, unknown or revoked key), with the same answers and in the same
+ *   order as after the body. Such an answer ends the exchange (below).
+ * - Bodies: the body budget (body-budget.ts) is reserved when the first body bytes arrive, never
+ *   for a head alone (a body already whole in memory never waits); connections that have not yet
+ *   authenticated a request share a quarter of it.
+ *   A body must keep arriving: no bytes for bodyIdleTimeoutMs (from the head, or between chunks)
+ *   and the request is dropped; an untrusted body must also average minBodyBytesPerSecond after
+ *   that grace. One sweep every SWEEP_MS checks them all (no timer per request). A chunked body
+ *   is counted as it streams and refused the moment it passes 1 MiB.
+ * - Ending an exchange early: the response says `Connection: close` (HTTP/1.1) and the socket is
+ *   half-closed once it is written, then destroyed a second later (so the answer is not lost to a
+ *   reset while the client still writes); requests pipelined behind it are never processed. On
+ *   HTTP/2 the stream is closed with NO_ERROR, the session lives on.
+ * - Slow clients: headers must arrive within headersTimeoutMs and the whole request within
  *   requestTimeoutMs, else the connection or stream is destroyed; idle keep-alive connections are
  *   closed after keepAliveTimeoutMs.
- * - Plain HTTP or TLS < 1.3 never reaches a handler: the TLS handshake fails first.
  */
-import { constants as h2, createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import { constants as h2, createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Session } from 'node:http2';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { randomUUID } from 'node:crypto';
 import { HEADER_REQUEST_ID, MAX_BODY_BYTES } from '@ecapi-ingest/protocol';
 import type { Logger } from '../observability/logger.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
-import { requestError } from '../errors.js';
+import { type RequestError, requestError } from '../errors.js';
 import { gatewayAnswer, pathOf } from './gateway.js';
 import type { FailedAuthShedder } from '../rate-limit/failed-auth-shedder.js';
+import { refusalBeforeBody } from '../auth/request-authenticator.js';
 import { BodyBudget, CHUNKED_RESERVATION, type BodyReservation } from './body-budget.js';
+import { bodyEncodingRefusal } from './media-types.js';
 import { handleEventsRequest, requestErrorOutcome, type EventsOutcome, type EventsRequestDeps } from './events-request.js';
 
 export interface PublicServerConfig {
@@ -33,9 +52,22 @@ export interface PublicServerConfig {
   readonly headersTimeoutMs?: number;
   readonly requestTimeoutMs?: number;
   readonly keepAliveTimeoutMs?: number;
+  /** A TLS handshake must complete within this; default 10 s. */
+  readonly handshakeTimeoutMs?: number;
+  /** Connections still in their TLS handshake; past this the oldest is dropped. Default 1024. */
+  readonly maxPendingHandshakes?: number;
   /** Request-body bytes this process holds at once (body-budget.ts); default 16 MiB. */
   readonly bodyBudgetBytes?: number;
+  /** A request whose body sends nothing for this long (after its head, or between chunks) is dropped; default 10 s. */
+  readonly bodyIdleTimeoutMs?: number;
+  /** An untrusted body must average this many bytes per second after bodyIdleTimeoutMs; default 64 KiB/s, 0 turns it off. */
+  readonly minBodyBytesPerSecond?: number;
 }
+
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
+export const DEFAULT_MAX_PENDING_HANDSHAKES = 1024;
+export const DEFAULT_BODY_IDLE_TIMEOUT_MS = 10_000;
+export const DEFAULT_MIN_BODY_BYTES_PER_SECOND = 64 * 1024;
 
 export interface PublicServerDeps extends EventsRequestDeps {
   readonly logger: Logger;
@@ -45,6 +77,11 @@ export interface PublicServerDeps extends EventsRequestDeps {
 
 /** Bodies declared at least this large are read into one preallocated buffer. */
 const PREALLOCATE_FROM = 16 * 1024;
+/** How often body deadlines are checked. */
+const SWEEP_MS = 500;
+/** After an early answer, how long the socket still reads (and drops) what the client sends before it is destroyed. */
+const LINGER_MS = 1000;
+const EMPTY_BODY = Buffer.alloc(0);
 
 type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
@@ -53,6 +90,27 @@ export interface PublicServer {
   readonly server: Http2SecureServer;
   /** Stop accepting, let in-flight requests finish, close idle connections; resolves when all are closed. */
   shutdown(graceMs?: number): Promise<void>;
+}
+
+/** A body being waited for or read, as the sweep sees it: one object per request, no timer each. */
+interface BodyWatch {
+  readonly req: Request;
+  readonly requestId: string;
+  readonly address: string;
+  readonly untrusted: boolean;
+  /** Coarse clock (ms) when the head was handled. */
+  readonly startedAt: number;
+  /** Last time body bytes came in (or the head, or the budget admitted it). */
+  lastDataAt: number;
+  /** When the budget admitted it; 0 before. */
+  admittedAt: number;
+  bytes: number;
+  /** Waiting for the body budget: the pause is ours, not the client's. */
+  paused: boolean;
+  /** HTTP/1.1, while paused: bytes Node buffered behind the pause when last looked at. */
+  buffered: number;
+  /** While paused: admits the request now (its body turned out to be whole in memory). */
+  admitNow: (() => void) | null;
 }
 
 function send(res: Response, status: number, body: string, requestId: string, extra?: Record<string, string>): void {
@@ -66,29 +124,34 @@ function send(res: Response, status: number, body: string, requestId: string, ex
   res.end(body);
 }
 
-/** Ends the exchange without reading the rest of the request body. */
-function closeAfterResponse(req: Request, res: Response): void {
-  if ('stream' in req) {
-    const stream = req.stream;
-    res.on('finish', () => {
-      if (!stream.destroyed) stream.close(h2.NGHTTP2_NO_ERROR);
-    });
-    return;
-  }
-  const socket = req.socket;
-  res.on('finish', () => {
-    // Half-close, then give the peer a moment to read our answer before the socket goes away.
-    socket.end();
-    setTimeout(() => socket.destroy(), 1000).unref();
-  });
+/**
+ * Replaces the socket's destroySoon(), which node:http calls once a `Connection: close` response is
+ * written: half-close, keep reading (and dropping) for LINGER_MS, then destroy. An immediate destroy
+ * with unread input makes the kernel reset the connection, and the reset can discard the answer
+ * before the client reads it.
+ */
+function lingerThenDestroy(this: Socket): void {
+  this.end();
+  setTimeout(() => this.destroy(), LINGER_MS).unref();
+}
+
+function missingHost(req: Request): boolean {
+  const headers = req.headers;
+  return headers.host === undefined && ('stream' in req ? headers[':authority'] === undefined : true);
 }
 
 export function buildServer(config: PublicServerConfig, deps: PublicServerDeps): PublicServer {
   const headersTimeoutMs = config.headersTimeoutMs ?? 10_000;
   const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
   const keepAliveTimeoutMs = config.keepAliveTimeoutMs ?? 65_000;
+  const bodyIdleTimeoutMs = config.bodyIdleTimeoutMs ?? DEFAULT_BODY_IDLE_TIMEOUT_MS;
+  const minBodyBytesPerSecond = config.minBodyBytesPerSecond ?? DEFAULT_MIN_BODY_BYTES_PER_SECOND;
+  const maxPendingHandshakes = config.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES;
 
   const server = createSecureServer({
+    // Node >= 24 refuses an HTTP/1.1 request without Host itself, with a bare 400 and no body (Node
+    // 20 and 22 let it through): we answer it in the request handler, with the reason, on every version.
+    ...({ requireHostHeader: false } as object),
     cert: config.cert,
     key: config.key,
     allowHTTP1: true,
@@ -96,6 +159,8 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     maxVersion: 'TLSv1.3',
     ALPNProtocols: ['h2', 'http/1.1'],
     settings: { maxConcurrentStreams: 256 },
+    // A client that connects and never completes the handshake is dropped. Only read at construction.
+    handshakeTimeout: config.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
   });
   // HTTP/1.1 side (allowHTTP1 routes those connections through node:http's machinery).
   const http1 = server as unknown as {
@@ -112,15 +177,82 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   http1.keepAliveTimeout = keepAliveTimeoutMs;
   // Idle TLS connections (including HTTP/2 sessions without streams) are closed after this.
   server.setTimeout(keepAliveTimeoutMs);
-  // A TLS client that connects and never completes the handshake is dropped.
-  (server as unknown as { handshakeTimeout?: number }).handshakeTimeout = headersTimeoutMs;
+
+  // Connections mid-handshake, oldest first (a Map keeps insertion order), by peer address and port.
+  const handshaking = new Map<string, Socket>();
+  server.on('connection', (raw: Socket) => {
+    const id = `${raw.remoteAddress}|${raw.remotePort}`;
+    handshaking.set(id, raw);
+    raw.once('close', () => {
+      if (handshaking.get(id) === raw) handshaking.delete(id);
+    });
+    if (handshaking.size > maxPendingHandshakes) {
+      const [oldestId, oldest] = handshaking.entries().next().value as [string, Socket];
+      handshaking.delete(oldestId);
+      oldest.destroy();
+    }
+  });
 
   const bodyBudget = new BodyBudget(config.bodyBudgetBytes);
   deps.metrics.watchBodyBudget(bodyBudget);
   const sockets = new Set<Socket>();
   const active = new Map<Socket, number>();
+  /** HTTP/1.1 sockets that close after the response being written: later (pipelined) requests are ignored. */
+  const closing = new WeakSet<Socket>();
+  /** Connections (HTTP/1.1 sockets, HTTP/2 sessions) on which a request passed the HMAC check. */
+  const trusted = new WeakSet<object>();
+  const watched = new Set<BodyWatch>();
+  let clock = performance.now();
   let shuttingDown = false;
-  server.on('secureConnection', (socket: Socket) => {
+
+  /** Drops requests whose body stalls or crawls (and HTTP/2 streams past the request timeout). */
+  const sweep = setInterval(() => {
+    clock = performance.now();
+    for (const watch of watched) {
+      const h2req = 'stream' in watch.req;
+      let reason: string | null = null;
+      if (h2req && clock - watch.startedAt > requestTimeoutMs) reason = 'request timeout';
+      else if (watch.paused) {
+        // Waiting for the budget. On HTTP/1.1 Node keeps reading the socket into the paused request
+        // until its buffer is full, so the client's progress stays visible: a body that is whole by
+        // now is admitted (its bytes are in memory anyway); one whose buffer is not full and has not
+        // grown for the idle timeout is a stalled client, not our pause. (HTTP/2 shows no end of
+        // body while paused: a waiting stream is left to the request timeout.)
+        if (h2req) continue;
+        const req = watch.req as IncomingMessage;
+        if (req.complete) {
+          watch.admitNow?.();
+          continue;
+        }
+        if (req.readableLength !== watch.buffered) {
+          watch.buffered = req.readableLength;
+          watch.lastDataAt = clock;
+          continue;
+        }
+        if (req.readableLength >= req.readableHighWaterMark || clock - watch.lastDataAt <= bodyIdleTimeoutMs) continue;
+        reason = 'body idle timeout';
+      } else if (clock - watch.lastDataAt > bodyIdleTimeoutMs) reason = 'body idle timeout';
+      else if (
+        watch.untrusted && watch.admittedAt > 0 && minBodyBytesPerSecond > 0 &&
+        watch.bytes < ((clock - watch.admittedAt - bodyIdleTimeoutMs) / 1000) * minBodyBytesPerSecond
+      ) reason = 'body slower than the minimum rate';
+      if (reason === null) continue;
+      watched.delete(watch);
+      // The HTTP/1.1 request timeout is Node's own (no log line); these are ours.
+      deps.logger.info({ request_id: watch.requestId, dropped: reason, body_bytes: watch.bytes, http: watch.req.httpVersion }, 'request dropped');
+      if (reason !== 'request timeout') deps.failedAuth.recordFailure(watch.address);
+      if ('stream' in watch.req) {
+        if (!watch.req.stream.destroyed) watch.req.stream.close(h2.NGHTTP2_CANCEL);
+      } else {
+        watch.req.socket.destroy();
+      }
+    }
+  }, SWEEP_MS);
+  sweep.unref();
+  server.on('close', () => clearInterval(sweep));
+
+  server.on('secureConnection', (socket: TLSSocket) => {
+    handshaking.delete(`${socket.remoteAddress}|${socket.remotePort}`);
     sockets.add(socket);
     socket.on('close', () => {
       sockets.delete(socket);
@@ -128,19 +260,38 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     });
   });
   server.on('tlsClientError', () => {
-    // Handshake failures (plain HTTP, TLS 1.2 clients, scanners): nothing to answer, nothing to log per event.
+    // Handshake failures (plain HTTP, TLS 1.2 clients, scanners, timeouts): nothing to answer, nothing to log per event.
   });
-  const sessions = new Set<import('node:http2').ServerHttp2Session>();
+  const sessions = new Set<ServerHttp2Session>();
   server.on('session', (session) => {
     if (shuttingDown) session.close();
     sessions.add(session);
     session.on('close', () => sessions.delete(session));
   });
 
+  /** Ends the exchange after this response without reading the rest of the request body. */
+  const closeAfterResponse = (req: Request, res: Response): void => {
+    if ('stream' in req) {
+      const stream = req.stream;
+      res.on('finish', () => {
+        if (!stream.destroyed) stream.close(h2.NGHTTP2_NO_ERROR);
+      });
+      return;
+    }
+    const socket = req.socket;
+    closing.add(socket);
+    // node:http sees our `Connection: close` and calls destroySoon() once the response is written.
+    (socket as Socket & { destroySoon(): void }).destroySoon = lingerThenDestroy;
+    res.on('finish', () => {
+      if (!socket.destroyed && socket.writable) lingerThenDestroy.call(socket);
+    });
+  };
+
   const finish = (req: Request, res: Response, requestId: string, started: number, outcome: EventsOutcome | { status: number }, extraHeaders?: Record<string, string>): void => {
     const body = 'body' in outcome ? outcome.body : '';
     const headers = { ...(outcome as EventsOutcome).headers, ...extraHeaders };
-    if (shuttingDown && !('stream' in req)) headers.connection = 'close';
+    // HTTP/1.1: say so whenever this connection ends after the response (HTTP/2 forbids the header).
+    if (!('stream' in req) && (shuttingDown || closing.has(req.socket))) headers.connection = 'close';
     send(res, outcome.status, body, requestId, headers);
     const latencyMs = performance.now() - started;
     deps.metrics.countRequest(outcome.status);
@@ -163,133 +314,212 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   };
 
   server.on('request', (req: Request, res: Response) => {
+    const isH2 = 'stream' in req;
+    // HTTP/1.1 sockets only: HTTP/2's session.socket is a proxy, never the TLS socket of
+    // 'secureConnection' (an HTTP/2 session finishes its own streams on close).
+    const socket = isH2 ? undefined : req.socket;
+    // Pipelined behind a request whose answer closes the connection: never processed, never answered.
+    if (socket !== undefined && closing.has(socket)) return;
     const started = performance.now();
     const requestId = randomUUID();
-    // HTTP/2's session.socket is a proxy, never the TLS socket of 'secureConnection': only HTTP/1.1
-    // exchanges are counted per socket (an HTTP/2 session finishes its own streams on close).
-    const peer = 'stream' in req ? req.stream.session?.socket as Socket | undefined : req.socket;
-    const socket = 'stream' in req ? undefined : req.socket;
+    const connection: object | undefined = isH2 ? req.stream.session : socket;
+    const peer = isH2 ? req.stream.session?.socket as Socket | undefined : socket;
+    const address = (peer?.remoteAddress ?? '').replace(/^::ffff:/, '');
     if (socket) active.set(socket, (active.get(socket) ?? 0) + 1);
-    res.on('close', () => {
-      if (!socket) return;
-      const left = (active.get(socket) ?? 1) - 1;
-      active.set(socket, left);
-      if (shuttingDown && left === 0 && !('stream' in req)) socket.end();
-    });
+
+    /** Answers from the request head alone: the body is not read and the exchange ends. */
+    const refuse = (error: RequestError, extra?: Record<string, string>): void => {
+      closeAfterResponse(req, res);
+      finish(req, res, requestId, started, requestErrorOutcome(error), extra);
+    };
+
+    if (missingHost(req)) {
+      res.on('close', () => exchangeClosed(socket, isH2));
+      refuse(requestError('MISSING_HOST'));
+      return;
+    }
 
     const gateway = gatewayAnswer(req.method ?? '', pathOf(req.url ?? '/'), req.headers.authorization);
     if (gateway) {
+      res.on('close', () => exchangeClosed(socket, isH2));
       const extra = gateway.errorType ? { 'x-amzn-errortype': gateway.errorType } : undefined;
-      finish(req, res, requestId, started, { status: gateway.status, body: gateway.body, accepted: 0, rejected: 0 }, extra);
       // The body of a request we don't serve is not read.
       closeAfterResponse(req, res);
+      finish(req, res, requestId, started, { status: gateway.status, body: gateway.body, accepted: 0, rejected: 0 }, extra);
       return;
     }
 
-    const address = (peer?.remoteAddress ?? '').replace(/^::ffff:/, '');
     const shedFor = deps.failedAuth.shedSeconds(address);
     if (shedFor > 0) {
+      res.on('close', () => exchangeClosed(socket, isH2));
       deps.metrics.rateLimited.inc({ limit: 'failed_auth' });
-      closeAfterResponse(req, res);
-      finish(
-        req, res, requestId, started,
-        requestErrorOutcome(requestError('RATE_LIMITED', 'too many failed authentication attempts from this address')),
-        { 'retry-after': String(shedFor) },
-      );
+      refuse(requestError('RATE_LIMITED', 'too many failed authentication attempts from this address'), { 'retry-after': String(shedFor) });
       return;
     }
 
-    const tooLarge = () => {
-      closeAfterResponse(req, res);
-      finish(req, res, requestId, started, requestErrorOutcome(requestError('PAYLOAD_TOO_LARGE')));
-    };
     const declared = req.headers['content-length'];
     if (declared !== undefined && Number(declared) > MAX_BODY_BYTES) {
-      tooLarge();
+      res.on('close', () => exchangeClosed(socket, isH2));
+      refuse(requestError('PAYLOAD_TOO_LARGE'));
+      return;
+    }
+    const encoding = bodyEncodingRefusal(req.headers['content-encoding'], req.headers['transfer-encoding']);
+    if (encoding !== null) {
+      res.on('close', () => exchangeClosed(socket, isH2));
+      refuse(requestError(encoding));
+      return;
+    }
+    const refusal = refusalBeforeBody(req.headers, deps.credentials());
+    if (refusal !== null) {
+      res.on('close', () => exchangeClosed(socket, isH2));
+      if (refusal.status === 401) deps.failedAuth.recordFailure(address);
+      refuse(refusal);
       return;
     }
 
-    // HTTP/1.1 bodies are bounded by the server's requestTimeout (swept every second); HTTP/2
-    // streams have no such timeout in Node, so each gets its own deadline. Either covers the time
-    // spent waiting for the body budget too.
+    // The body. Nothing is reserved until its first bytes arrive (a head alone costs no budget);
+    // then, if the budget has no room, the request pauses (its bytes wait in the socket) until it has.
+    const declaredBytes = Number(declared);
+    const reserved = declared !== undefined && Number.isSafeInteger(declaredBytes) && declaredBytes >= 0 ? declaredBytes : CHUNKED_RESERVATION;
+    const watch: BodyWatch = {
+      req, requestId, address, untrusted: connection === undefined || !trusted.has(connection),
+      startedAt: clock, lastDataAt: clock, admittedAt: 0, bytes: 0, paused: false, buffered: 0, admitNow: null,
+    };
+    watched.add(watch);
+    let reservation: BodyReservation | null = null;
+    let withdraw: (() => void) | null = null;
+    /** Chunks that came before the budget admitted the request (normally just the first). */
+    let early: Buffer[] | null = null;
+    let whole: Buffer | null = null;
+    let chunks: Buffer[] | null = null;
+    let size = 0;
     let done = false;
-    const deadline =
-      'stream' in req
-        ? setTimeout(() => {
-            done = true;
-            req.stream.close(h2.NGHTTP2_CANCEL);
-          }, requestTimeoutMs)
-        : undefined;
-    const readBody = (budget: BodyReservation): void => {
+    let ended = false;
+    let closed = false;
+
+    const stop = (): void => {
+      done = true;
+      watched.delete(watch);
+      req.removeAllListeners('data');
+    };
+    /** Keeps one chunk of an admitted body; false when the body went over the limit (answered). */
+    const take = (chunk: Buffer): boolean => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        stop();
+        req.pause();
+        refuse(requestError('PAYLOAD_TOO_LARGE'));
+        return false;
+      }
+      if (size > reserved) reservation!.grow(Math.min(chunk.length, size - reserved));
       // A large body with a known length is copied straight into one buffer of its own: the
       // socket's chunks die young instead of living until a final concat (which would hold the
       // body twice), and the buffer can later be transferred to the queue's writer without a copy.
-      let whole = reserved >= PREALLOCATE_FROM && declared !== undefined ? Buffer.allocUnsafeSlow(reserved) : null;
-      const chunks: Buffer[] = [];
-      let size = 0;
-      const stop = () => {
-        done = true;
-        if (deadline) clearTimeout(deadline);
-        req.removeAllListeners('data');
-      };
-      req.on('data', (chunk: Buffer) => {
-        if (done) return;
-        size += chunk.length;
-        if (size > MAX_BODY_BYTES) {
-          stop();
-          req.pause();
-          tooLarge();
-          return;
-        }
-        if (size > reserved) budget.grow(Math.min(chunk.length, size - reserved));
-        if (whole && size <= whole.length) {
-          chunk.copy(whole, size - chunk.length);
-          return;
-        }
-        if (whole) {
-          // More than Content-Length said (HTTP/1.1's parser never allows it): keep what came as chunks.
-          chunks.push(whole.subarray(0, size - chunk.length));
-          whole = null;
-        }
-        chunks.push(chunk);
-      });
-      req.on('error', () => stop());
-      req.on('end', () => {
-        if (done) return;
-        stop();
-        // HTTP/2: a stream reset or a lost connection ends the request too, with a truncated body.
-        if ('stream' in req && req.stream.destroyed) return;
-        const body = whole ? whole.subarray(0, size) : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
-        handleEventsRequest(deps, req.headers, body, requestId).then(
-          (outcome) => {
-            if (outcome.status === 401) deps.failedAuth.recordFailure(address);
-            finish(req, res, requestId, started, outcome);
-          },
-          (error: unknown) => {
-            deps.logger.error({ request_id: requestId, err: { type: (error as Error)?.name, message: (error as Error)?.message } }, 'request failed');
-            finish(req, res, requestId, started, requestErrorOutcome(requestError('BACKEND_UNAVAILABLE')));
-          },
-        );
-      });
+      if (whole && size <= whole.length) {
+        chunk.copy(whole, size - chunk.length);
+        return true;
+      }
+      if (whole) {
+        // More than Content-Length said (HTTP/1.1's parser never allows it): keep what came as chunks.
+        chunks = [whole.subarray(0, size - chunk.length)];
+        whole = null;
+      }
+      if (chunks === null) chunks = [chunk];
+      else chunks.push(chunk);
+      return true;
+    };
+    const complete = (): void => {
+      if (done) return;
+      stop();
+      // HTTP/2: a stream reset or a lost connection ends the request too, with a truncated body.
+      if (isH2 && req.stream.destroyed) return;
+      const body = whole ? whole.subarray(0, size) : chunks === null ? EMPTY_BODY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+      handleEventsRequest(deps, req.headers, body, requestId).then(
+        (outcome) => {
+          if (outcome.status === 401) deps.failedAuth.recordFailure(address);
+          // Past the HMAC (the key id is known only then): this connection's sender holds a secret.
+          if (watch.untrusted && outcome.keyId !== undefined && connection !== undefined) trusted.add(connection);
+          finish(req, res, requestId, started, outcome);
+        },
+        (error: unknown) => {
+          deps.logger.error({ request_id: requestId, err: { type: (error as Error)?.name, message: (error as Error)?.message } }, 'request failed');
+          finish(req, res, requestId, started, requestErrorOutcome(requestError('BACKEND_UNAVAILABLE')));
+        },
+      );
+    };
+    const admitted = (granted: BodyReservation): void => {
+      reservation = granted;
+      if (closed || done) {
+        granted.release();
+        return;
+      }
+      const wasPaused = watch.paused;
+      watch.paused = false;
+      watch.admittedAt = clock;
+      watch.lastDataAt = clock;
+      if (reserved >= PREALLOCATE_FROM && declared !== undefined) whole = Buffer.allocUnsafeSlow(reserved);
+      const first = early!;
+      early = null;
+      for (const chunk of first) if (!take(chunk)) return;
+      if (ended) complete();
+      else if (wasPaused) req.resume();
     };
 
-    // Not read until the body budget has room: until then the bytes wait in the socket (see body-budget.ts).
-    let reservation: BodyReservation | null = null;
-    let closed = false;
-    const declaredBytes = Number(declared);
-    const reserved = declared !== undefined && Number.isSafeInteger(declaredBytes) && declaredBytes >= 0 ? declaredBytes : CHUNKED_RESERVATION;
-    const withdraw = bodyBudget.reserve(reserved, (granted) => {
-      reservation = granted;
-      if (closed) granted.release();
-      else readBody(granted);
+    req.on('data', (chunk: Buffer) => {
+      if (done) return;
+      watch.bytes += chunk.length;
+      watch.lastDataAt = clock;
+      if (reservation !== null) {
+        take(chunk);
+        return;
+      }
+      if (early !== null) {
+        early.push(chunk);
+        return;
+      }
+      early = [chunk];
+      // The whole body came with its first read (most single events): nothing left to hold back.
+      if (declared !== undefined && chunk.length >= reserved) {
+        admitted(bodyBudget.admitNow(reserved, !watch.untrusted));
+        return;
+      }
+      withdraw = bodyBudget.reserve(reserved, admitted, !watch.untrusted);
+      if (reservation === null) {
+        watch.paused = true;
+        watch.buffered = req.readableLength;
+        watch.admitNow = () => {
+          withdraw?.();
+          withdraw = null;
+          if (reservation === null) admitted(bodyBudget.admitNow(reserved, !watch.untrusted));
+        };
+        req.pause();
+      }
+    });
+    req.on('error', () => stop());
+    req.on('end', () => {
+      if (done) return;
+      if (early !== null) ended = true;
+      else complete();
     });
     res.on('close', () => {
       closed = true;
-      if (deadline) clearTimeout(deadline);
-      withdraw();
+      if (!done) {
+        done = true;
+        watched.delete(watch);
+      }
+      withdraw?.();
       reservation?.release();
+      exchangeClosed(socket, isH2);
     });
   });
+
+  /** Counts a finished HTTP/1.1 exchange; during shutdown an idle connection then ends. */
+  const exchangeClosed = (socket: Socket | undefined, isH2: boolean): void => {
+    if (!socket) return;
+    const left = (active.get(socket) ?? 1) - 1;
+    active.set(socket, left);
+    if (shuttingDown && left === 0 && !isH2) socket.end();
+  };
 
   return {
     server,
@@ -308,7 +538,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
         // their response (which carries Connection: close).
         for (const session of sessions) session.close();
         for (const socket of sockets) {
-          if ((socket as import('node:tls').TLSSocket).alpnProtocol === 'h2') continue;
+          if ((socket as TLSSocket).alpnProtocol === 'h2') continue;
           if ((active.get(socket) ?? 0) === 0) socket.end();
         }
       });

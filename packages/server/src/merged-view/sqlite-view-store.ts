@@ -13,8 +13,7 @@
  * for a consumer batch holding view.db's write lock (SQLite has one writer per file, WAL or not).
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { prepareDatabaseFile } from '../fs/durable-files.js';
 import type { CounterRow } from '../analytics/hourly.js';
 import type { JsonObject } from './merge.js';
 import {
@@ -95,7 +94,7 @@ CREATE TABLE IF NOT EXISTS ingest_counters (
 `;
 
 function openDatabase(file: string, schema: string, options: { readonly?: boolean; busyTimeoutMs?: number } = {}): Database.Database {
-  mkdirSync(dirname(file), { recursive: true });
+  prepareDatabaseFile(file); // durable directory entries, 0700/0600 (durable-files.ts)
   const db = new Database(file);
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
   db.pragma('journal_mode = WAL');

@@ -2,7 +2,8 @@
  * Prometheus metrics of one service instance. Each instance owns its Registry (never the global
  * one), so several services can live in one process, as they do in tests.
  * Labels never carry identifiers or data set ids from unauthenticated requests: only statuses,
- * reasons and field paths, all of bounded cardinality.
+ * reasons, limits and field paths in their stored form (validation/stored-reason.ts: schema paths,
+ * or a known prefix and `*`), all of bounded cardinality, whatever senders send.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { QueueCommitObserver } from '../queue/event-queue.js';
@@ -45,7 +46,7 @@ export class ServiceMetrics implements QueueCommitObserver {
   });
   readonly piiRedactions = new Counter({
     name: 'ecapi_pii_redactions_total',
-    help: 'Plaintext identifiers redacted by the privacy policy, by field path',
+    help: 'Plaintext identifiers redacted by the privacy policy, by field path (a schema path, or a known prefix and *)',
     labelNames: ['field'] as const,
     registers: [this.registry],
   });

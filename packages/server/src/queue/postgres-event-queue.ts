@@ -32,6 +32,7 @@ const MAX_EVENTS_PER_COMMIT = 20_000;
 const MAX_ROWS_PER_COMMIT = 4_000;
 const COLUMNS = 11;
 const PROBE_INTERVAL_MS = 500;
+const HOUR_MS = 3_600_000;
 
 /** The statement of a flush of `rows` requests, by size (the text is reused, the plan is cheap). */
 const statements = new Map<number, string>();
@@ -46,11 +47,19 @@ function insertStatement(rows: number): string {
     );
   }
   // 11 values per row: offset, count, received_at, data set, key, request, policy, part, raw, events, metas.
+  // The same statement adds the events to queue_accepted per data set and hour of arrival, so the
+  // accepted counts of `stats` are committed with the events (never lost in a crash). The upsert
+  // reads `head` (its aggregate consumes all input before writing), so it always locks its rows
+  // after the queue_head row: commits of several nodes cannot deadlock on them.
   text =
-    `WITH head AS (UPDATE queue_head SET next_seq = next_seq + $1 WHERE id = 1 RETURNING next_seq - $1 AS base) ` +
+    `WITH head AS (UPDATE queue_head SET next_seq = next_seq + $1 WHERE id = 1 RETURNING next_seq - $1 AS base), ` +
+    `v(off, n, received_at, ds, key_id, request_id, policy, part, raw, events, metas) AS (VALUES ${values.join(', ')}), ` +
+    `accepted AS (INSERT INTO queue_accepted (data_set_id, hour, n) ` +
+    `SELECT v.ds, v.received_at - v.received_at % ${HOUR_MS}, SUM(v.n) FROM v, head GROUP BY 1, 2 ` +
+    `ON CONFLICT (data_set_id, hour) DO UPDATE SET n = queue_accepted.n + EXCLUDED.n) ` +
     `INSERT INTO queue_segments (first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, part, raw, events, metas) ` +
     `SELECT head.base + v.off, v.n, v.received_at, v.ds, v.key_id, v.request_id, v.policy, v.part, v.raw, v.events, v.metas ` +
-    `FROM head, (VALUES ${values.join(', ')}) AS v(off, n, received_at, ds, key_id, request_id, policy, part, raw, events, metas) ` +
+    `FROM head, v ` +
     `RETURNING (SELECT base FROM head) AS base`;
   if (statements.size < 256) statements.set(rows, text);
   return text;
@@ -241,4 +250,16 @@ export async function readSegments(
     }
     if (page.rows.length < pageRows) return records;
   }
+}
+
+/**
+ * Accepted-event counter rows (name `accepted`) of a data set from the hour `sinceHourMs` on,
+ * counted by the commits that queued the events (see insertStatement).
+ */
+export async function acceptedCounts(pool: Pick<Pool, 'query'>, dataSetId: string, sinceHourMs: number): Promise<{ hour: number; name: string; n: number }[]> {
+  const { rows } = await pool.query<{ hour: number; n: number }>(
+    'SELECT hour, n FROM queue_accepted WHERE data_set_id = $1 AND hour >= $2 ORDER BY hour',
+    [dataSetId, sinceHourMs],
+  );
+  return rows.map((r) => ({ hour: Number(r.hour), name: 'accepted', n: Number(r.n) }));
 }

@@ -13,12 +13,14 @@
  * - Bodies are written and fdatasync'ed BEFORE the transaction that references them commits. A
  *   committed row therefore always points at durable bytes; bytes without a committed row are
  *   garbage and never read.
- * - A new log file's directory entry is synced before any row points into it.
+ * - A new log file's directory entry is synced before any row points into it, and so is the log
+ *   directory's own entry in its parent (fs/durable-files.ts).
  * - Files are opened without O_APPEND and written at explicit offsets: O_APPEND would ignore the
  *   offset the transaction allocated.
  */
-import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readSync, writevSync, constants as fsc } from 'node:fs';
+import { closeSync, fdatasyncSync, openSync, readSync, writevSync, constants as fsc } from 'node:fs';
 import { join } from 'node:path';
+import { ensureDirDurably, syncDirectory } from '../fs/durable-files.js';
 
 /** Bodies at least this large go to the log; smaller ones stay inline in their SQLite row. */
 export const BODY_LOG_MIN_BYTES = 32 * 1024;
@@ -63,15 +65,12 @@ export class BodyLogWriter {
   #fd(fileNo: number): number {
     let fd = this.#fds.get(fileNo);
     if (fd !== undefined) return fd;
-    mkdirSync(this.#dir, { recursive: true });
+    // The directory itself may be new: its entry in the environment's directory must be durable
+    // before a committed row points into it, or a power failure can remove it with every body in it.
+    ensureDirDurably(this.#dir);
     fd = openSync(bodyLogFile(this.#dir, fileNo), fsc.O_RDWR | fsc.O_CREAT, 0o600);
     // The file may be new: make its name durable before a committed row can point into it.
-    const dirFd = openSync(this.#dir, 'r');
-    try {
-      fsyncSync(dirFd);
-    } finally {
-      closeSync(dirFd);
-    }
+    syncDirectory(this.#dir);
     // Files before this one are complete: no process writes to them again.
     for (const [no, old] of this.#fds) {
       if (no < fileNo) {

@@ -7,8 +7,8 @@
  * run, which is what lets batched ingest reach the 100k events/s class on a small machine.
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync } from 'node:fs';
+import { prepareDatabaseFile } from '../fs/durable-files.js';
 import type { QueueRecord, ReadOptions } from './event-queue.js';
 import { appendSegmentRecords, segmentEvents, type SegmentHeader } from './segment-records.js';
 import { bodyLogDir, readLoggedBody } from './sqlite-body-log.js';
@@ -64,11 +64,76 @@ function addBodyLogColumns(db: Database.Database): void {
   }).immediate();
 }
 
+/**
+ * Accepted events per data set and UTC hour of arrival (`hour` = received_at of the hour's start),
+ * added by the same commit that queues them (sqlite-queue-writer-thread.ts): the count of `stats`
+ * is exactly what the queue holds, whatever happens to the process after the commit. Retention
+ * deletes segments, never these counts. A file older than the table gets it filled from the
+ * segments it still holds, once, in the transaction that creates it.
+ */
+export const ACCEPTED_COUNTS_SCHEMA = `
+CREATE TABLE queue_accepted (
+  data_set_id TEXT NOT NULL,
+  hour INTEGER NOT NULL,
+  n INTEGER NOT NULL,
+  PRIMARY KEY (data_set_id, hour)
+) WITHOUT ROWID;
+INSERT INTO queue_accepted (data_set_id, hour, n)
+  SELECT data_set_id, received_at - received_at % 3600000, SUM(event_count) FROM queue_segments GROUP BY 1, 2;
+`;
+
+function hasAcceptedCounts(db: Database.Database): boolean {
+  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queue_accepted'").get() !== undefined;
+}
+
+function addAcceptedCounts(db: Database.Database): void {
+  if (hasAcceptedCounts(db)) return;
+  db.transaction(() => {
+    if (hasAcceptedCounts(db)) return; // another process created it while this one waited for the lock
+    db.exec(ACCEPTED_COUNTS_SCHEMA);
+  }).immediate();
+}
+
+/**
+ * Accepted-event counter rows (name `accepted`) of a data set from the hour `sinceHourMs` on, or
+ * null when the file predates the counts (no writer has opened it since).
+ */
+export function acceptedCounts(db: Database.Database, dataSetId: string, sinceHourMs: number): { hour: number; name: string; n: number }[] | null {
+  if (!hasAcceptedCounts(db)) return null;
+  return db
+    .prepare("SELECT hour, 'accepted' AS name, n FROM queue_accepted WHERE data_set_id = ? AND hour >= ? ORDER BY hour")
+    .all(dataSetId, sinceHourMs) as { hour: number; name: string; n: number }[];
+}
+
+/** acceptedCounts over a read-only connection, opened once the queue file exists, kept open. */
+export class SqliteAcceptedCounts {
+  readonly #file: string;
+  #db: Database.Database | null = null;
+
+  constructor(file: string) {
+    this.#file = file;
+  }
+
+  async read(dataSetId: string, sinceHourMs: number): Promise<{ hour: number; name: string; n: number }[] | null> {
+    if (!this.#db) {
+      if (!existsSync(this.#file)) return [];
+      this.#db = openQueueDatabase(this.#file, { readonly: true });
+    }
+    return acceptedCounts(this.#db, dataSetId, sinceHourMs);
+  }
+
+  async close(): Promise<void> {
+    this.#db?.close();
+    this.#db = null;
+  }
+}
+
 /** Where readers of this module used to find it; the shared code is in segment-records.ts. */
 export { segmentEvents };
 
 export function openQueueDatabase(file: string, options: { readonly?: boolean } = {}): Database.Database {
-  if (!options.readonly) mkdirSync(dirname(file), { recursive: true });
+  // The directory entry chain must be durable before any commit in it is acknowledged (durable-files.ts).
+  if (!options.readonly) prepareDatabaseFile(file);
   const db = new Database(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
   // First: several processes (the workers of a node, the CLI, the consumer) open this file at the
   // same moment, and switching to WAL or creating the schema must wait for a lock, not fail.
@@ -79,6 +144,7 @@ export function openQueueDatabase(file: string, options: { readonly?: boolean } 
     db.pragma('synchronous = FULL');
     db.exec(QUEUE_SCHEMA);
     addBodyLogColumns(db);
+    addAcceptedCounts(db);
   }
   return db;
 }

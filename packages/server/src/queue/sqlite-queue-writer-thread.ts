@@ -31,6 +31,11 @@ const insert = db.prepare(
   `INSERT INTO queue_segments (first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, events, metas, body_file, body_offset, body_length)
    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 );
+// Accepted events per data set and hour, in the same transaction as the segments (sqlite-queue-store.ts).
+const addAccepted = db.prepare(
+  'INSERT INTO queue_accepted (data_set_id, hour, n) VALUES (?, ?, ?) ON CONFLICT (data_set_id, hour) DO UPDATE SET n = n + excluded.n',
+);
+const HOUR_MS = 3_600_000;
 const logHead = db.prepare('SELECT file_no AS fileNo, end_offset AS endOffset FROM queue_log_head WHERE id = 1');
 const setLogHead = db.prepare('UPDATE queue_log_head SET file_no = ?, end_offset = ? WHERE id = 1');
 const begin = db.prepare('BEGIN IMMEDIATE');
@@ -83,6 +88,7 @@ function commitGroup(group: WriterRequest[]): WriterReply {
       let seq = (nextSeq.get() as { next: number } | undefined)?.next ?? 1;
       const firstSeqs: number[] = [];
       const logged = logBodies(group);
+      const accepted = new Map<string, { dataSetId: string; hour: number; n: number }>();
       group.forEach(({ segment: s }, i) => {
         if (!s) {
           firstSeqs.push(0);
@@ -93,7 +99,13 @@ function commitGroup(group: WriterRequest[]): WriterReply {
         else insert.run(seq, s.count, s.receivedAt, s.dataSetId, s.keyId, s.requestId, s.policyVersion, s.events, s.metas, null, null, null);
         firstSeqs.push(seq);
         seq += s.count;
+        const hour = s.receivedAt - (s.receivedAt % HOUR_MS);
+        const key = `${s.dataSetId}\u0000${hour}`;
+        const count = accepted.get(key);
+        if (count) count.n += s.count;
+        else accepted.set(key, { dataSetId: s.dataSetId, hour, n: s.count });
       });
+      for (const { dataSetId, hour, n } of accepted.values()) addAccepted.run(dataSetId, hour, n);
       commit.run();
       return { ok: true, ids, firstSeqs, durationMs: performance.now() - started };
     } catch (error) {

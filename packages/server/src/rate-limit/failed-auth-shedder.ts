@@ -6,7 +6,10 @@
  *
  * Per process: with `--workers N` each worker keeps its own buckets (an attacker gets at most N
  * times the allowance; it is a flood guard, not an exact quota). Memory is bounded: full buckets are
- * forgotten on a periodic sweep, and at most `maxAddresses` are tracked.
+ * forgotten on a periodic sweep, and at most `maxAddresses` are tracked. Beyond that, by default,
+ * new addresses go untracked (never shed); with `sharedOverflow` (the admin port's throttle,
+ * admin/admin-guard.ts) they all share one overflow bucket instead, so that spraying addresses
+ * cannot switch the throttle off.
  */
 export interface FailedAuthLimits {
   /** Failed requests per second an address may sustain. */
@@ -25,12 +28,16 @@ interface AddressBucket {
 export class FailedAuthShedder {
   readonly #buckets = new Map<string, AddressBucket>();
   readonly #sweeper: NodeJS.Timeout;
+  /** With sharedOverflow: the one bucket of every address that found the table full. */
+  readonly #overflow: AddressBucket | null;
 
   constructor(
     private readonly limits: FailedAuthLimits = DEFAULT_FAILED_AUTH_LIMITS,
     private readonly now: () => number = Date.now,
     private readonly maxAddresses = 100_000,
+    options: { readonly sharedOverflow?: boolean } = {},
   ) {
+    this.#overflow = options.sharedOverflow ? { tokens: limits.burst, at: now() } : null;
     this.#sweeper = setInterval(() => this.#sweep(), 10_000);
     this.#sweeper.unref();
   }
@@ -41,7 +48,7 @@ export class FailedAuthShedder {
 
   /** 0 when the address may proceed, otherwise whole seconds until it may (Retry-After). */
   shedSeconds(address: string): number {
-    const bucket = this.#buckets.get(address);
+    const bucket = this.#buckets.get(address) ?? (this.#buckets.size >= this.maxAddresses ? this.#overflow : null);
     if (!bucket) return 0;
     const tokens = this.#current(bucket, this.now());
     return tokens >= 1 ? 0 : Math.max(1, Math.ceil(((1 - tokens) / this.limits.perSecond)));
@@ -56,7 +63,13 @@ export class FailedAuthShedder {
       return;
     }
     if (this.#buckets.size >= this.maxAddresses) this.#sweep();
-    if (this.#buckets.size >= this.maxAddresses) return;
+    if (this.#buckets.size >= this.maxAddresses) {
+      if (this.#overflow) {
+        this.#overflow.tokens = this.#current(this.#overflow, nowMs) - 1;
+        this.#overflow.at = nowMs;
+      }
+      return;
+    }
     this.#buckets.set(address, { tokens: this.limits.burst - 1, at: nowMs });
   }
 
@@ -65,6 +78,11 @@ export class FailedAuthShedder {
     for (const [address, bucket] of this.#buckets) {
       if (this.#current(bucket, nowMs) >= this.limits.burst) this.#buckets.delete(address);
     }
+  }
+
+  /** Addresses with a bucket of their own (bounded by maxAddresses). */
+  get trackedAddresses(): number {
+    return this.#buckets.size;
   }
 
   close(): void {

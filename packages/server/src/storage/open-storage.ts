@@ -18,6 +18,8 @@ export interface StorageOptions {
   readonly migrate?: boolean;
   /** Connections of the main pool (PostgreSQL). */
   readonly poolSize?: number;
+  /** --master-key-file (ECAPI_MASTER_KEY_FILE): the master key from a mounted secret. */
+  readonly masterKeyFile?: string | undefined;
 }
 
 export function isDatabaseUrl(url: string | undefined): url is string {
@@ -33,12 +35,15 @@ export function validateDatabaseUrl(url: string | undefined): void {
 export async function openStorage(options: StorageOptions): Promise<Storage> {
   validateDatabaseUrl(options.databaseUrl);
   if (!isDatabaseUrl(options.databaseUrl)) {
-    const storage = new SqliteStorage(options.dataDir, options.env);
+    const storage = new SqliteStorage(options.dataDir, options.env, { masterKeyFile: options.masterKeyFile });
     if (options.migrate ?? true) await storage.prepareFiles();
     return storage;
   }
   if (options.migrate ?? true) await migrate(options.databaseUrl, options.env);
-  return new PostgresStorage(options.databaseUrl, options.dataDir, options.env, options.poolSize !== undefined ? { poolSize: options.poolSize } : {});
+  return new PostgresStorage(options.databaseUrl, options.dataDir, options.env, {
+    ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
+    masterKeyFile: options.masterKeyFile,
+  });
 }
 
 /** `ecapi-ingest migrate`: applies pending migrations; the embedded profile creates its schema on open. */

@@ -8,10 +8,10 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { Environment } from '../config.js';
 import type { ControlPlane } from '../control/control-plane.js';
-import { loadMasterKey, SecretBox } from '../control/secret-box.js';
+import { masterKeyLoader } from '../control/secret-box.js';
 import { PostgresControlPlane } from '../control/postgres-control-plane.js';
 import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
-import { PostgresEventQueue, readSegments } from '../queue/postgres-event-queue.js';
+import { acceptedCounts, PostgresEventQueue, readSegments } from '../queue/postgres-event-queue.js';
 import { PostgresIngestStatsStore, PostgresViewStore } from '../merged-view/postgres-view-store.js';
 import type { IngestStatsStore } from '../merged-view/view-store.js';
 import { lagOf } from '../consumer/sqlite-queue-source.js';
@@ -38,7 +38,10 @@ export class PostgresStorage implements Storage {
   #view: PostgresViewStore | null = null;
   readonly #closables: { close(): Promise<void> | void }[] = [];
 
-  constructor(url: string, dataDir: string, env: Environment, options: { poolSize?: number } = {}) {
+  readonly #masterKeyFile: string | undefined;
+
+  constructor(url: string, dataDir: string, env: Environment, options: { poolSize?: number; masterKeyFile?: string | undefined } = {}) {
+    this.#masterKeyFile = options.masterKeyFile;
     this.#url = url;
     this.#env = env;
     this.#dataDir = dataDir;
@@ -58,7 +61,11 @@ export class PostgresStorage implements Storage {
   }
 
   controlPlane(): ControlPlane {
-    return (this.#control ??= new PostgresControlPlane(this.#pool, new SecretBox(loadMasterKey(this.#dataDir))));
+    // Loaded and checked against the fingerprint in the database when a secret is first sealed or
+    // opened: every node must use the same master key.
+    return (this.#control ??= new PostgresControlPlane(this.#pool, masterKeyLoader({ dataDir: this.#dataDir, keyFile: this.#masterKeyFile }), Date.now, {
+      name: `PostgreSQL schema ecapi_${this.#env}`,
+    }));
   }
 
   openQueue(observer?: QueueCommitObserver): EventQueue {
@@ -98,6 +105,7 @@ export class PostgresStorage implements Storage {
         const lag = lagOf(nextSeq, { lastSeq: row.last, receivedAt: row.oldest }, nowMs);
         return { ...lag, lag_records: lagRecords };
       },
+      acceptedCounts: (dataSetId, sinceHourMs) => acceptedCounts(this.#pool, dataSetId, sinceHourMs),
     };
   }
 

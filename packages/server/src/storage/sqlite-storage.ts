@@ -4,13 +4,15 @@
  * view's partitions, consumer/sqlite-partitions.ts), the view store and queue pruning; the loop
  * itself is consumer/consumer-loop.ts, shared with PostgreSQL.
  */
-import { ingestStatsDbFile, queueDbFile, viewDbFile, controlDbFile, type Environment } from '../config.js';
+import Database from 'better-sqlite3';
+import { existsSync } from 'node:fs';
+import { ENVIRONMENTS, ingestStatsDbFile, queueDbFile, viewDbFile, controlDbFile, type Environment } from '../config.js';
 import type { ControlPlane } from '../control/control-plane.js';
-import { loadMasterKey, SecretBox } from '../control/secret-box.js';
+import { masterKeyLoader } from '../control/secret-box.js';
 import { SqliteControlPlane } from '../control/sqlite-control-plane.js';
 import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { SqliteEventQueue } from '../queue/sqlite-event-queue.js';
-import { openQueueDatabase, readRecords } from '../queue/sqlite-queue-store.js';
+import { openQueueDatabase, readRecords, SqliteAcceptedCounts } from '../queue/sqlite-queue-store.js';
 import { SqliteQueueRetention } from '../queue/sqlite-queue-retention.js';
 import { SqliteIngestStatsStore } from '../merged-view/sqlite-view-store.js';
 import { SqlitePartitionedView } from '../merged-view/partitioned-view-store.js';
@@ -35,11 +37,15 @@ export class SqliteStorage implements Storage {
   #control: ControlPlane | null = null;
   #view: SqlitePartitionedView | null = null;
   #source: SqliteQueueSource | null = null;
+  #accepted: SqliteAcceptedCounts | null = null;
   readonly #closables: { close(): Promise<void> }[] = [];
 
-  constructor(dataDir: string, env: Environment) {
+  readonly #masterKeyFile: string | undefined;
+
+  constructor(dataDir: string, env: Environment, options: { masterKeyFile?: string | undefined } = {}) {
     this.#dataDir = dataDir;
     this.#env = env;
+    this.#masterKeyFile = options.masterKeyFile;
     this.location = `embedded SQLite in ${dataDir}/${env}`;
   }
 
@@ -57,7 +63,14 @@ export class SqliteStorage implements Storage {
   }
 
   controlPlane(): ControlPlane {
-    return (this.#control ??= new SqliteControlPlane(controlDbFile(this.#dataDir, this.#env), new SecretBox(loadMasterKey(this.#dataDir))));
+    // The master key is loaded (and checked against the control plane) when a secret is first sealed
+    // or opened, so commands that never unseal (queue export, events, stats) work without it.
+    return (this.#control ??= new SqliteControlPlane(
+      controlDbFile(this.#dataDir, this.#env),
+      masterKeyLoader({ dataDir: this.#dataDir, keyFile: this.#masterKeyFile }),
+      Date.now,
+      { sealedElsewhere: () => otherEnvironmentsHoldSecrets(this.#dataDir, this.#env) },
+    ));
   }
 
   openQueue(observer?: QueueCommitObserver): EventQueue {
@@ -82,6 +95,10 @@ export class SqliteStorage implements Storage {
         const nextSeq = await this.viewStore().offset(VIEW_CONSUMER);
         this.#source ??= new SqliteQueueSource(file);
         return lagOf(nextSeq, this.#source.position(nextSeq), nowMs);
+      },
+      acceptedCounts: async (dataSetId, sinceHourMs) => {
+        if (!this.#accepted) this.#closables.push((this.#accepted = new SqliteAcceptedCounts(file)));
+        return this.#accepted.read(dataSetId, sinceHourMs);
       },
     };
   }
@@ -157,9 +174,35 @@ export class SqliteStorage implements Storage {
 
   async close(): Promise<void> {
     for (const c of this.#closables.splice(0)) await c.close();
+    this.#accepted = null;
     await this.#source?.close();
     await this.#view?.close();
     await this.#control?.close();
     this.#source = this.#view = this.#control = null;
   }
+}
+
+/**
+ * Whether another environment of the data dir (they share master.key) holds sealed secrets: then a
+ * missing master.key is an error, never a reason to generate a new one.
+ */
+function otherEnvironmentsHoldSecrets(dataDir: string, env: Environment): boolean {
+  for (const other of ENVIRONMENTS) {
+    if (other === env) continue;
+    const file = controlDbFile(dataDir, other);
+    if (!existsSync(file)) continue;
+    const db = new Database(file, { readonly: true, fileMustExist: true });
+    try {
+      db.pragma('busy_timeout = 5000');
+      const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('control_meta', 'signing_keys')").pluck().all() as string[];
+      if (tables.includes('signing_keys') && db.prepare('SELECT 1 FROM signing_keys LIMIT 1').get()) return true;
+      if (tables.includes('control_meta')) {
+        const columns = (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('control_meta') as string[]);
+        if (columns.includes('master_key_fingerprint') && db.prepare('SELECT 1 FROM control_meta WHERE master_key_fingerprint IS NOT NULL').get()) return true;
+      }
+    } finally {
+      db.close();
+    }
+  }
+  return false;
 }

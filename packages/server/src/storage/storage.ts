@@ -8,6 +8,7 @@
  * after the caller closed what it must flush first (the queue, the outcome recorder). Closing a
  * handed-out object twice is harmless.
  */
+import type { CounterRow } from '../analytics/hourly.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import type { EventQueue, QueueCommitObserver, QueueRecord, ReadOptions } from '../queue/event-queue.js';
 import type { IngestStatsStore, ViewStore } from '../merged-view/view-store.js';
@@ -22,6 +23,12 @@ export interface QueueReader {
   read(options: ReadOptions): Promise<QueueRecord[]>;
   /** The merged-view consumer's lag (all partitions together where the queue is partitioned). */
   lag(nowMs: number): Promise<ConsumerLag>;
+  /**
+   * Accepted events of a data set per hour of arrival (counter rows named `accepted`) from the hour
+   * `sinceHourMs` on, as counted by the queue commits that stored them: exact after any crash.
+   * Null when the queue predates these counts (an embedded queue file no writer has opened since).
+   */
+  acceptedCounts(dataSetId: string, sinceHourMs: number): Promise<CounterRow[] | null>;
 }
 
 export interface ConsumerRunOptions {

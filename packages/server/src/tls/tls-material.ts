@@ -3,11 +3,17 @@
  * fresh data dir the service generates a self-signed P-256 certificate for localhost, 127.0.0.1
  * and ::1 (with the `selfsigned` library, no openssl subprocess) and reuses it on later starts
  * until it comes within a week of expiry.
+ *
+ * The generated files are written durably (fs/durable-files.ts: temporary file, fsync, rename,
+ * directory fsync), key first: after a power failure the pair is either the old one, the new key
+ * with the old certificate (detected below: regenerated), or the new pair; never an empty file.
+ * Both are 0600 in a 0700 directory, like everything in the data dir.
  */
-import { X509Certificate } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generate } from 'selfsigned';
+import { ensureDirDurably, syncDirectory, writeFileDurably } from '../fs/durable-files.js';
 
 export interface TlsMaterial {
   readonly cert: string;
@@ -42,11 +48,15 @@ export async function loadTlsMaterial(options: {
   const keyFile = join(dir, 'localhost-key.pem');
   if (existsSync(certFile) && existsSync(keyFile)) {
     const cert = readFileSync(certFile, 'utf8');
-    if (Date.parse(new X509Certificate(cert).validTo) - Date.now() > RENEW_BEFORE_MS) {
-      return { cert, key: readFileSync(keyFile, 'utf8'), certFile, selfSigned: true };
+    const key = readFileSync(keyFile, 'utf8');
+    if (validUntil(cert) - Date.now() > RENEW_BEFORE_MS && keyMatchesCert(cert, key)) {
+      // Written by an earlier run that may have been killed before its directory syncs.
+      ensureDirDurably(dir);
+      syncDirectory(dir);
+      return { cert, key, certFile, selfSigned: true };
     }
   }
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  ensureDirDurably(dir);
   const notBeforeDate = new Date(Date.now() - 60_000);
   const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
     keyType: 'ec',
@@ -68,7 +78,25 @@ export async function loadTlsMaterial(options: {
       },
     ],
   });
-  writeFileSync(keyFile, pems.private, { mode: 0o600 });
-  writeFileSync(certFile, pems.cert, { mode: 0o644 });
+  writeFileDurably(keyFile, pems.private);
+  writeFileDurably(certFile, pems.cert);
   return { cert: pems.cert, key: pems.private, certFile, selfSigned: true };
+}
+
+/** A certificate and key left from an interrupted renewal do not belong together: regenerate them. */
+function keyMatchesCert(cert: string, key: string): boolean {
+  try {
+    return new X509Certificate(cert).checkPrivateKey(createPrivateKey(key));
+  } catch {
+    return false;
+  }
+}
+
+/** When the certificate expires (ms); 0 for a file that is not a certificate: it is regenerated. */
+function validUntil(cert: string): number {
+  try {
+    return Date.parse(new X509Certificate(cert).validTo);
+  } catch {
+    return 0;
+  }
 }

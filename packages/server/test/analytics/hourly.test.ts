@@ -4,7 +4,7 @@ import {
   contributionOf, figuresOf, hourOf, isMeasurementOnly, matchQuality, reasonGroupOf, statsDocument, toMicros,
 } from '../../src/analytics/hourly.js';
 import { BufferedOutcomeRecorder } from '../../src/analytics/buffered-outcome-recorder.js';
-import { parseSince } from '../../src/analytics/stats-reader.js';
+import { ingestRows, parseSince } from '../../src/analytics/stats-reader.js';
 import type { DataSetCounterDelta, IngestStatsStore } from '../../src/merged-view/view-store.js';
 
 test('hour buckets are UTC hours', () => {
@@ -29,12 +29,38 @@ test('measurement-only: consent decision or mmt_only', () => {
   assert.equal(isMeasurementOnly({ user_data: { mmt_only: false } }, { consent: { decision: 'none' } }), false);
 });
 
-test('match quality: 10 x weighted coverage', () => {
+test('match quality: 10 x weighted coverage, from the counts', () => {
   const none = { email: 0, phone: 0, address: 0, customer_id: 0, ip_user_agent: 0, click_id: 0 };
-  assert.equal(matchQuality(none), 0);
-  assert.equal(matchQuality({ email: 1, phone: 1, address: 1, customer_id: 1, ip_user_agent: 1, click_id: 1 }), 10);
-  assert.equal(matchQuality({ ...none, email: 0.5 }), 1.5);
-  assert.equal(matchQuality({ ...none, email: 1, phone: 0.5, click_id: 1 }), 5.5);
+  assert.equal(matchQuality(none, 4), 0);
+  assert.equal(matchQuality(none, 0), 0);
+  assert.equal(matchQuality({ email: 4, phone: 4, address: 4, customer_id: 4, ip_user_agent: 4, click_id: 4 }, 4), 10);
+  assert.equal(matchQuality({ ...none, email: 2 }, 4), 1.5);
+  assert.equal(matchQuality({ ...none, email: 2, phone: 1, click_id: 2 }, 2), 5.5);
+  // 10 x 0.15 x 5/6 = 1.25 exactly: one rounding, half up, gives 1.3. From the share rounded to
+  // 4 decimals (0.8333) it came out 1.2 (issue 15, item 6).
+  assert.equal(matchQuality({ ...none, customer_id: 5 }, 6), 1.3);
+  assert.equal(matchQuality({ ...none, click_id: 5 }, 6), 1.3);
+  // 10 x 0.1 x 5/6 = 0.8333: 0.8; 10 x 0.3 x 1/6 = 0.5 exactly: 0.5.
+  assert.equal(matchQuality({ ...none, address: 5 }, 6), 0.8);
+  assert.equal(matchQuality({ ...none, email: 1 }, 6), 0.5);
+});
+
+test('stats document: the match-quality score is computed from unrounded coverage, rounded once', () => {
+  const h = Date.UTC(2025, 0, 1, 10);
+  const rows = [
+    { hour: h, name: 'events', n: 6 }, { hour: h, name: 'type:purchase', n: 6 }, { hour: h, name: 'cov:purchase:customer_id', n: 5 },
+  ];
+  const doc = statsDocument('ds', h, rows);
+  assert.equal(doc.totals.identifier_coverage.customer_id, 0.8333);
+  assert.equal(doc.totals.match_quality.purchase!.score, 1.3);
+  assert.equal(doc.totals.match_quality_score, 1.3);
+  assert.equal(doc.hours[0]!.match_quality.purchase!.score, 1.3);
+  // All types together: 6 purchases (5 with a customer id) and 4 leads (3 with a click id):
+  // 10 x (0.15 x 5/10 + 0.15 x 3/10) = 1.2.
+  const two = statsDocument('ds', h, [...rows, { hour: h, name: 'events', n: 4 }, { hour: h, name: 'type:lead', n: 4 }, { hour: h, name: 'cov:lead:click_id', n: 3 }]);
+  assert.equal(two.totals.match_quality_score, 1.2);
+  assert.equal(two.totals.match_quality.lead!.score, 1.1); // 10 x 0.15 x 3/4 = 1.125
+  assert.equal(statsDocument('ds', h, []).totals.match_quality_score, 0);
 });
 
 test('rejection reasons are grouped without array indexes', () => {
@@ -71,6 +97,21 @@ test('stats document: totals, hours, shares, values in currency units', () => {
   assert.equal(figuresOf(new Map()).measurement_only_share, 0);
 });
 
+test('ingest rows: accepted from the queue counts; ingest-stats accepted only for hours the queue has no count of', () => {
+  const h1 = Date.UTC(2025, 0, 1, 10);
+  const h2 = h1 + 3_600_000;
+  const ingest = [
+    { hour: h1, name: 'accepted', n: 7 }, { hour: h1, name: 'rejected', n: 2 },
+    { hour: h2, name: 'accepted', n: 3 }, { hour: h2, name: 'rejected', n: 1 },
+  ];
+  const queue = [{ hour: h2, name: 'accepted', n: 5 }];
+  const doc = statsDocument('ds', h1, ingestRows(ingest, queue));
+  assert.equal(doc.hours[0]!.ingest.accepted, 7);
+  assert.equal(doc.hours[1]!.ingest.accepted, 5);
+  assert.deepEqual(doc.totals.ingest, { accepted: 12, rejected: 3, rejections: {} });
+  assert.equal(statsDocument('ds', h1, ingestRows(ingest, null)).totals.ingest.accepted, 10);
+});
+
 test('--since: durations back from now, ISO times, epoch ms', () => {
   const now = Date.UTC(2025, 0, 2);
   assert.equal(parseSince('24h', now), Date.UTC(2025, 0, 1));
@@ -105,8 +146,8 @@ test('outcome recorder aggregates in memory and flushes; a failed flush keeps th
   await recorder.close();
   const byKey = Object.fromEntries(written.map((d) => [`${d.hour}|${d.name}`, d.n]));
   const h = Date.UTC(2025, 0, 1, 10);
+  // Accepted events are counted by the queue commit (exactly), not here.
   assert.deepEqual(byKey, {
-    [`${h}|accepted`]: 6,
     [`${h}|rejected`]: 2,
     [`${h}|reason:hashed field user_data.email_address[] is not a 64-char lowercase hex sha256`]: 2,
     [`${h + 3_600_000}|rejected`]: 1,

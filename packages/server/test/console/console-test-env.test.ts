@@ -4,6 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { provision, startServer, tempDataDir } from '../helpers/server-process.js';
 import { postSigned, sampleEvent } from '../helpers/https-client.js';
 import { chromiumSkip, eventually, eventuallyEqual, launchBrowser, openPage, screenshot } from './browser.js';
@@ -14,8 +15,9 @@ const HASH = '7c8d08bf0d2dd2b8a6b3f1c0ffb0e5a94c1ddc2fe93c1bd0e8fa4e1470ba125e';
 test('test environment: the last events received fill in with their per-event outcome', { timeout: 120_000, skip }, async () => {
   const dataDir = tempDataDir('ecapi-console-');
   const creds = await provision(dataDir, ['acme-web'], 'test');
-  const server = await startServer({ dataDir, env: 'test', args: ['--workers', '1', '--no-worker'] });
+  // The browser first: a launch that fails must not leave a server running (the file would never end).
   const browser = await launchBrowser();
+  const server = await startServer({ dataDir, env: 'test', args: ['--workers', '1', '--no-worker'] });
   try {
     const { page, problems } = await openPage(browser);
     await page.goto(`http://127.0.0.1:${server.adminPort}/console/#/test-events`);
@@ -53,9 +55,10 @@ test('test environment: the last events received fill in with their per-event ou
 });
 
 test('with an admin token: login form once, then an HttpOnly Secure SameSite=Strict session cookie', { timeout: 120_000, skip }, async () => {
-  const token = `adm-${Math.random().toString(36).slice(2)}-${Date.now()}`;
-  const server = await startServer({ dataDir: tempDataDir('ecapi-console-'), args: ['--workers', '1', '--no-worker'], extraEnv: { ECAPI_ADMIN_TOKEN: token } });
+  const token = `adm-${randomBytes(24).toString('hex')}`;
+  // The browser first: a launch that fails must not leave a server running (the file would never end).
   const browser = await launchBrowser();
+  const server = await startServer({ dataDir: tempDataDir('ecapi-console-'), args: ['--workers', '1', '--no-worker'], extraEnv: { ECAPI_ADMIN_TOKEN: token } });
   const admin = `http://127.0.0.1:${server.adminPort}`;
   try {
     // The API needs the token (or a session); the static shell carries no data.

@@ -18,8 +18,9 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
   const creds = await provision(dataDir, ['acme-web']);
   const tight = await provision(dataDir, ['tight']);
   await cliJson(dataDir, ['data-set', 'limits', 'tight', '--rps', '1', '--burst-rps', '1', '--burst-seconds', '1']);
-  const server = await startServer({ dataDir, args: ['--workers', '1'] });
+  // The browser first: a launch that fails must not leave a server running (the file would never end).
   const browser = await launchBrowser();
+  const server = await startServer({ dataDir, args: ['--workers', '1'] });
   try {
     const { page, problems } = await openPage(browser);
     const admin = `http://127.0.0.1:${server.adminPort}`;
@@ -127,8 +128,9 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
 test('with --workers 2 the primary sums the workers\' live figures', { timeout: 120_000, skip }, async () => {
   const dataDir = tempDataDir('ecapi-console-');
   const creds = await provision(dataDir, ['acme-web']);
-  const server = await startServer({ dataDir, args: ['--workers', '2', '--no-worker'] });
+  // The browser first: a launch that fails must not leave a server running (the file would never end).
   const browser = await launchBrowser();
+  const server = await startServer({ dataDir, args: ['--workers', '2', '--no-worker'] });
   try {
     const { page, problems } = await openPage(browser);
     await page.goto(`http://127.0.0.1:${server.adminPort}/console/#/overview`);

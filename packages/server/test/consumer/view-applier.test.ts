@@ -201,11 +201,11 @@ test('analytics equal counts computed independently; the view does not depend on
       assert.equal(hour.measurement_only_share, share((a) => a.mmt));
       for (const [type, q] of Object.entries(hour.match_quality)) {
         const ofType = inHour.filter((a) => a.type === type);
-        const s = (f: (a: Acc) => boolean) => share(f, ofType);
-        // 10 x (0.3 email + 0.2 phone + 0.15 customer id + 0.15 click id + 0.1 address + 0.1 IP+UA), one decimal (in integers).
-        const bp = (f: (a: Acc) => boolean) => Math.round(s(f) * 10_000);
-        const total = 30 * bp((a) => a.email) + 20 * bp((a) => a.phone) + 15 * bp((a) => a.cid) + 15 * bp((a) => a.click) + 10 * bp((a) => a.address) + 10 * bp((a) => a.ip && a.ua);
-        const expected = Math.round(total / 10_000) / 10;
+        const n = (f: (a: Acc) => boolean) => ofType.filter(f).length;
+        // 10 x (0.3 email + 0.2 phone + 0.15 customer id + 0.15 click id + 0.1 address + 0.1 IP+UA), from the
+        // counts (never from rounded shares), rounded once to one decimal (in integers: tenths).
+        const total = 30 * n((a) => a.email) + 20 * n((a) => a.phone) + 15 * n((a) => a.cid) + 15 * n((a) => a.click) + 10 * n((a) => a.address) + 10 * n((a) => a.ip && a.ua);
+        const expected = Math.round(total / ofType.length) / 10;
         assert.equal(q.events, ofType.length);
         assert.equal(q.score, expected, `${ds} ${hour.hour} ${type}`);
       }

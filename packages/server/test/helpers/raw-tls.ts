@@ -3,6 +3,7 @@
  * test writes (malformed framing, trickles), and records what came back and when the server closed.
  */
 import tls from 'node:tls';
+import type net from 'node:net';
 import { signBody } from '@ecapi-ingest/protocol';
 
 export interface RawExchange {
@@ -17,7 +18,7 @@ export interface RawExchange {
 }
 
 /** Opens a TLS 1.3 connection with ALPN http/1.1; resolves once the handshake is done. */
-export function openRaw(port: number, ca: string, options: tls.ConnectionOptions = {}): Promise<RawExchange> {
+export function openRaw(port: number, ca: string, options: tls.ConnectionOptions & Pick<net.TcpNetConnectOpts, 'localAddress'> = {}): Promise<RawExchange> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const chunks: Buffer[] = [];

@@ -42,3 +42,56 @@ test('release is counted once, growth is counted, and a withdrawn waiter is neve
   assert.equal(budget.inFlight, 30);
   assert.equal(granted[1], null);
 });
+
+test('untrusted requests together hold at most their share; trusted ones are admitted past them', () => {
+  const budget = new BodyBudget(100, 0.25);
+  const untrusted = [20, 10, 10].map((bytes) => {
+    let granted: BodyReservation | null = null;
+    budget.reserve(bytes, (r) => (granted = r), false);
+    return () => granted;
+  });
+  assert.deepEqual(untrusted.map((g) => Boolean(g())), [true, false, false], 'the share is 25 bytes: the second waits');
+  assert.equal(budget.untrustedInFlight, 20);
+  let trusted: BodyReservation | null = null;
+  budget.reserve(70, (r) => (trusted = r), true);
+  assert.ok(trusted, 'a trusted request is not queued behind waiting untrusted ones');
+  assert.equal(budget.inFlight, 90);
+  untrusted[0]!()!.release();
+  assert.deepEqual(untrusted.map((g) => Boolean(g())), [true, true, true], 'both 10-byte requests fit the share and the budget');
+  assert.equal(budget.untrustedInFlight, 20);
+  assert.equal(budget.inFlight, 90);
+});
+
+test('an untrusted body larger than the share is admitted alone, and waits behind trusted waiters', () => {
+  const budget = new BodyBudget(100, 0.25);
+  const held: { big?: BodyReservation } = {};
+  budget.reserve(60, (r) => (held.big = r), false);
+  assert.ok(held.big, 'alone in its class and within the budget');
+  let trustedWaiting: BodyReservation | null = null;
+  let untrustedWaiting: BodyReservation | null = null;
+  let trustedFirst: BodyReservation | null = null;
+  budget.reserve(30, (r) => (trustedFirst = r), true);
+  budget.reserve(50, (r) => (trustedWaiting = r), true);
+  budget.reserve(5, (r) => (untrustedWaiting = r), false);
+  assert.ok(trustedFirst);
+  assert.equal(trustedWaiting, null);
+  assert.equal(untrustedWaiting, null, 'untrusted requests wait while a trusted one does');
+  held.big!.release();
+  assert.ok(trustedWaiting);
+  assert.ok(untrustedWaiting, 'then the untrusted one, within the share and the budget');
+  assert.equal(budget.inFlight, 85);
+});
+
+test('admitNow counts bytes already in memory without waiting, even past the budget', () => {
+  const budget = new BodyBudget(100, 0.25);
+  const { granted } = reserveAll(budget, [90, 50]);
+  assert.deepEqual(granted.map(Boolean), [true, false]);
+  const whole = budget.admitNow(30, false);
+  assert.equal(budget.inFlight, 120);
+  assert.equal(budget.untrustedInFlight, 30);
+  whole.release();
+  granted[0]!.release();
+  assert.ok(granted[1], 'the waiter is admitted as room frees up');
+  assert.equal(budget.inFlight, 50);
+  assert.equal(budget.untrustedInFlight, 0);
+});

@@ -82,3 +82,46 @@ test('a queue that cannot commit answers 500, readiness turns false, and recover
   assert.equal((await readyzUntil(200)).ready, true);
   assert.equal((await exportQueue(dataDir)).filter((r) => r.event.id === 'during-outage').length, 1);
 });
+
+test('a failing queue is logged at error level once per change of state, not once per 500', { timeout: 60_000 }, async () => {
+  const dir = tempDataDir();
+  const own = await provision(dir, ['logged']);
+  const single = await startServer({ dataDir: dir, args: ['--workers', '1', '--no-worker'] });
+  const lines = (from: number) =>
+    single.output().slice(from).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string; queue_error?: string; failed_requests?: number });
+  const waitReady = async () => {
+    for (let i = 0; i < 100; i++) {
+      if ((await fetch(`http://127.0.0.1:${single.adminPort}/readyz`)).status === 200) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.fail('readiness did not return');
+  };
+  try {
+    for (let outage = 1; outage <= 2; outage++) {
+      const from = single.output().length;
+      const release = await blockQueueCommits(dir);
+      try {
+        for (let i = 0; i < 3; i++) {
+          const res = await postSigned(single.port, single.ca, own, 'logged', JSON.stringify(sampleEvent('logged')));
+          assert.equal(res.status, 500);
+        }
+      } finally {
+        await release();
+      }
+      await waitReady();
+      // The log is flushed at least every 200 ms.
+      await new Promise((r) => setTimeout(r, 400));
+      const logged = lines(from);
+      const failing = logged.filter((l) => l.msg.startsWith('queue storage failing'));
+      const recovered = logged.filter((l) => l.msg === 'queue storage recovered');
+      assert.equal(failing.length, 1, `outage ${outage}: one failing line for three 500s`);
+      assert.equal(failing[0]!.level, 50, 'at error level');
+      assert.ok(failing[0]!.queue_error && failing[0]!.queue_error.length > 0, 'with the storage error');
+      assert.equal(recovered.length, 1, `outage ${outage}: one recovery line`);
+      assert.equal(recovered[0]!.failed_requests, 3);
+      assert.equal(logged.filter((l) => l.level >= 50).length, 1, 'no other error lines (the 500s stay request lines)');
+    }
+  } finally {
+    assert.equal(await single.stop(), 0);
+  }
+});

@@ -9,25 +9,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import https from 'node:https';
 import { join } from 'node:path';
-import { signBody } from '@ecapi-ingest/protocol';
 import { BIN, exportQueue, provision, tempDataDir } from '../helpers/server-process.js';
-import { descendants, hasCommand } from '../helpers/fault-tools.js';
+import { descendants } from '../helpers/fault-tools.js';
 import { sampleEvent } from '../helpers/https-client.js';
+import { postSignedOnOwnConnection, straceUsable } from '../helpers/strace-durability.js';
 
-function straceUsable(): boolean {
-  if (!hasCommand('strace')) return false;
-  try {
-    execFileSync('strace', ['-f', '-o', '/dev/null', 'true'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
 const skip = straceUsable() ? false : 'strace is not installed or ptrace is not permitted';
 
 export const STRACE_SYSCALLS = 'fdatasync,fsync,pwrite64,pwritev,pwritev2,write,writev,sendmsg,sendto';
@@ -57,27 +47,7 @@ test('strace: the queue WAL is synced before the first response byte is written'
       });
     });
     const ca = readFileSync(join(dataDir, 'tls', 'localhost-cert.pem'), 'utf8');
-    const send = (body: string) =>
-      new Promise<{ status: number; text: string; localPort: number }>((resolve, reject) => {
-        let localPort = 0;
-        const req = https.request(
-          {
-            host: '127.0.0.1', servername: 'localhost', port, ca, method: 'POST', path: '/v1/events', agent: false,
-            headers: {
-              'content-type': 'application/json', accept: 'application/json', 'content-length': Buffer.byteLength(body),
-              'x-service-key-id': creds.keyId, 'x-service-data-set': 'traced', 'x-service-signature': signBody(body, creds.secret),
-            },
-          },
-          (res) => {
-            let t = '';
-            res.setEncoding('utf8').on('data', (c: string) => (t += c));
-            res.on('end', () => resolve({ status: res.statusCode!, text: t, localPort }));
-          },
-        );
-        req.on('socket', (socket) => socket.once('connect', () => (localPort = socket.localPort!)));
-        req.on('error', reject);
-        req.end(body);
-      });
+    const send = (body: string) => postSignedOnOwnConnection(port, ca, creds, 'traced', body);
     const event = sampleEvent('traced', { id: 'traced-1' });
     const { status, text, localPort } = await send(JSON.stringify(event));
     assert.equal(status, 200, text);

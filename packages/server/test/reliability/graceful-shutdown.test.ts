@@ -25,13 +25,20 @@ interface Outcome {
 }
 
 /**
- * Sends a signed batch in PIECES writes, PIECE_GAP_MS apart. `connected` resolves once the first
- * piece is on the wire (the connection is established and the request has begun).
+ * Sends a signed batch in PIECES writes, PIECE_GAP_MS apart. `connected` resolves once the SERVER
+ * has the request: it answered the request's `Expect: 100-continue` with `100 Continue`, which
+ * Node sends when it has parsed the request head and is about to hand the request to the
+ * handler. (Issue 16: `connected` used to resolve when the first piece was written locally, which
+ * on a loaded machine could be before the TLS handshake had finished; SIGTERM then found a
+ * session or connection without that request, and HTTP/2 refused the stream with
+ * NGHTTP2_REFUSED_STREAM, correctly: it was never in flight.) The body is sent without waiting
+ * for the 100, so the requests still upload slowly across the signal.
  */
 function slowPost(server: ServerProcess, creds: { keyId: string; secret: string }, tag: string, useHttp2: boolean) {
   const events = Array.from({ length: 300 }, (_, j) => sampleEvent(DS, { id: `${tag}-${j}`, ext: { note: 'n'.repeat(300) } }));
   const body = Buffer.from(JSON.stringify({ events }));
   const headers = {
+    expect: '100-continue',
     'content-type': 'application/json', accept: 'application/json',
     'x-service-key-id': creds.keyId, 'x-service-data-set': DS, 'x-service-signature': signBody(body, creds.secret),
   };
@@ -55,7 +62,6 @@ function slowPost(server: ServerProcess, creds: { keyId: string; secret: string 
       const next = () => {
         if (!alive()) return;
         write(body.subarray(i * piece, (i + 1) * piece));
-        if (i === 0) markConnected();
         i++;
         if (i < PIECES) setTimeout(next, PIECE_GAP_MS);
         else end();
@@ -68,6 +74,7 @@ function slowPost(server: ServerProcess, creds: { keyId: string; secret: string 
       const stream = session.request({ ':method': 'POST', ':path': '/v1/events', 'content-length': body.length, ...headers });
       let status: number | undefined;
       const chunks: Buffer[] = [];
+      stream.on('continue', () => markConnected());
       stream.on('response', (h) => (status = Number(h[':status'])));
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
@@ -96,6 +103,7 @@ function slowPost(server: ServerProcess, creds: { keyId: string; secret: string 
         },
       );
       req.on('error', (e) => finish(undefined, undefined, e.message));
+      req.on('continue', () => markConnected());
       pump((c) => req.write(c), () => req.end(), () => !req.destroyed);
     }
   });

@@ -133,8 +133,11 @@ test('nearly full: commits that need more WAL space answer 500, the rest 200, no
   for (const id of refused) assert.ok(!queued.has(id), `a 500 event (${id}) is not queued`);
 });
 
-test('completely full: 500 every time, readiness false, metrics show it; recovery without a restart', { skip, timeout: 120_000 }, async () => {
+test('completely full: 500 every time, readiness false, metrics show it, one error line; recovery without a restart', { skip, timeout: 120_000 }, async () => {
   refused.clear();
+  // Lines of the previous test still in the log buffer (flushed every 200 ms) are not this test's.
+  await new Promise((r) => setTimeout(r, 400));
+  const logFrom = server.output().length;
   fill(0);
   const ids = Array.from({ length: 8 }, (_, i) => `full-${i}`);
   for (const id of ids) record(await send(bigEvent(id, 128 * 1024)), id);
@@ -157,6 +160,16 @@ test('completely full: 500 every time, readiness false, metrics show it; recover
   for (const id of refused) record(await send(bigEvent(id, 128 * 1024)), id);
   const queued = await assertAcknowledgedQueued();
   for (const id of ids) assert.ok(queued.has(id));
+
+  // The log (issue 16, point 9): the storage failure once at error level, its recovery once;
+  // the 500s themselves stay info-level request lines. Flushed within 200 ms.
+  await new Promise((r) => setTimeout(r, 400));
+  const logged = server.output().slice(logFrom).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string; queue_error?: string });
+  const errors = logged.filter((l) => l.level >= 50);
+  assert.equal(errors.length, 1, `one error line for ${refused.size} refused requests: ${JSON.stringify(errors)}`);
+  assert.match(errors[0]!.msg, /^queue storage failing/);
+  assert.match(String(errors[0]!.queue_error), /full|disk|no space|I\/O/i);
+  assert.equal(logged.filter((l) => l.msg === 'queue storage recovered').length, 1);
 });
 
 test('everything acknowledged survives a restart after the faults', { skip, timeout: 60_000 }, async () => {

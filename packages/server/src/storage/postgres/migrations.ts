@@ -209,4 +209,24 @@ BEGIN
 END $$;
 `;
 
-export const MIGRATIONS: readonly Migration[] = [{ version: 1, name: 'initial: control plane, queue, merged view, leases, rate limits', sql: initial }];
+// Accepted events per data set and hour, added by each queue commit (postgres-event-queue.ts), so
+// that `stats` counts exactly what was queued. Filled from the segments still held; the row lock
+// on queue_head keeps commits out while it is filled.
+const acceptedCounts = `
+SELECT next_seq FROM queue_head WHERE id = 1 FOR UPDATE;
+CREATE TABLE queue_accepted (
+  data_set_id text NOT NULL,
+  hour bigint NOT NULL,
+  n bigint NOT NULL,
+  PRIMARY KEY (data_set_id, hour)
+);
+INSERT INTO queue_accepted (data_set_id, hour, n)
+  SELECT data_set_id, received_at - received_at % 3600000, SUM(event_count) FROM queue_segments GROUP BY 1, 2;
+`;
+
+export const MIGRATIONS: readonly Migration[] = [
+  { version: 1, name: 'initial: control plane, queue, merged view, leases, rate limits', sql: initial },
+  // Issue 21: the fingerprint of the master key the control plane's secrets are sealed with.
+  { version: 2, name: 'master key fingerprint', sql: 'ALTER TABLE control_meta ADD COLUMN master_key_fingerprint text;' },
+  { version: 3, name: 'accepted counts per data set and hour, written by the queue commit', sql: acceptedCounts },
+];

@@ -1,0 +1,100 @@
+/**
+ * Throughput of the merged-view consumer alone on the embedded store (SQLite), in events/s, in
+ * process: the partition threads of `worker` without the process around them, with the CPU per
+ * event, for before/after comparisons and profiles (`npm run bench`'s consumer-alone scenario,
+ * consumer-throughput.ts, times the real `worker` process instead).
+ *
+ * Fills a queue with the consumer workload (consumer-events.ts: ~1 KB events, five identifiers each,
+ * 30% re-sends of earlier ids, two data sets) in signed-request shape (1,000-event raw bodies, as
+ * batched ingest stores them, so most go to the body log), then times the consumer draining the
+ * whole backlog from offset 1. The fill is not timed. Prints one JSON line.
+ *
+ *   node packages/server/dist/bench/consumer-partitions.js [events=1000000] [batch=2000] [--partitions P] [--keep-queue DIR]
+ *
+ * --partitions P: view partitions, each applied by a thread of its own, as `worker --view-partitions`
+ * (default: the worker's default). The two data sets fall in different partitions for P = 2 and 4.
+ *
+ * --keep-queue DIR: fill DIR/queue.db once and reuse it on later runs (same events), so that
+ * before/after comparisons in one period skip the fill. Figures and the CPU profile: bench/README.md.
+ */
+import { join } from 'node:path';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir, availableParallelism } from 'node:os';
+import { SqliteEventQueue } from '../src/queue/sqlite-event-queue.js';
+import { SqliteViewStore } from '../src/merged-view/sqlite-view-store.js';
+import { viewPartitionFile } from '../src/merged-view/sqlite-view-layout.js';
+import { SqlitePartitions } from '../src/consumer/sqlite-partitions.js';
+import { DEFAULT_BATCH_SIZE } from '../src/consumer/view-consumer.js';
+import { DEFAULT_VIEW_PARTITIONS } from '../src/storage/sqlite-storage.js';
+import { consumerWorkload } from './consumer-events.js';
+
+const positional = process.argv.slice(2).filter((a, i, all) => !a.startsWith('--') && !(all[i - 1] ?? '').startsWith('--'));
+const flag = (name: string) => {
+  const at = process.argv.indexOf(name);
+  return at > 0 ? process.argv[at + 1] : undefined;
+};
+const EVENTS = Number(positional[0] ?? 1_000_000);
+const BATCH = positional[1] !== undefined ? Number(positional[1]) : undefined;
+const KEEP = flag('--keep-queue');
+const PARTITIONS = Number(flag('--partitions') ?? DEFAULT_VIEW_PARTITIONS);
+
+async function fillQueue(queueFile: string): Promise<void> {
+  const queue = new SqliteEventQueue(queueFile);
+  const t0 = Date.now();
+  let request = 0;
+  let pending: Promise<unknown>[] = [];
+  for (const slice of consumerWorkload(EVENTS)) {
+    for (const ds of ['ds-a', 'ds-b']) {
+      const events = slice.filter((g) => g.dataSetId === ds).map((g) => g.event);
+      if (events.length === 0) continue;
+      request++;
+      pending.push(queue.append({
+        requestId: `r${request}`, keyId: 'key_bench', dataSetId: ds, receivedAt: t0 + request, policyVersion: 1,
+        events, metas: events.map(() => undefined), rawBody: Buffer.from(JSON.stringify({ events })),
+      }));
+    }
+    if (pending.length >= 64) {
+      await Promise.all(pending);
+      pending = [];
+    }
+  }
+  await Promise.all(pending);
+  await queue.close();
+}
+
+const dir = KEEP ?? mkdtempSync(join(tmpdir(), 'ecapi-bench-consumer-'));
+try {
+  mkdirSync(dir, { recursive: true });
+  const queueFile = join(dir, 'queue.db');
+  const viewFile = join(dir, 'view.db');
+  for (let p = 0; p < 16; p++) for (const suffix of ['', '-wal', '-shm']) rmSync(viewPartitionFile(viewFile, p) + suffix, { force: true });
+  if (!KEEP || !existsSync(queueFile)) await fillQueue(queueFile);
+
+  const first = new SqliteViewStore(viewFile);
+  first.fixPartitions(PARTITIONS);
+  await first.close();
+  const partitions = new SqlitePartitions({ queueFile, viewFile, partitions: PARTITIONS, batchSize: BATCH ?? DEFAULT_BATCH_SIZE, windows: () => [] });
+  const started = performance.now();
+  const cpu0 = process.cpuUsage();
+  const applied = await partitions.drain();
+  const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  await partitions.release();
+  console.log(JSON.stringify({
+    bench: 'consumer-partitions',
+    store: 'sqlite',
+    events: applied,
+    batch_size: BATCH ?? DEFAULT_BATCH_SIZE,
+    partitions: PARTITIONS,
+    seconds: Math.round(seconds * 1000) / 1000,
+    events_per_second: Math.round(applied / seconds),
+    // CPU of this process (all its threads) per applied event: steadier than the rate on a shared machine.
+    cpu_us_per_event: Math.round(((cpu.user + cpu.system) / Math.max(1, applied)) * 10) / 10,
+    // Peak RSS of the whole process (threads included; the queue fill is in it when it ran here).
+    peak_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024),
+    cpus: availableParallelism(),
+    node: process.version,
+  }));
+} finally {
+  if (!KEEP) rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,171 @@
+/**
+ * Rejection messages as they may be STORED, served to operators or used as metric labels
+ * (issue 16, point 7).
+ *
+ * A per-event message answers the sender with what the sender sent, exactly: `schema validation
+ * failed: unknown field user_data["mary@example.com"]` is the sender's own data and the most useful
+ * answer. But the same message in ingest-stats.db, in the console's recent rejections or in a
+ * Prometheus label would put a sender-controlled string (here an email address) where the README
+ * promises no identifiers, and give every new name a new stats row or label series. So everything
+ * that is kept, served to operators or counted goes through `storedReasonOf` / `storedPathOf`:
+ *
+ * - field paths keep the names the ECAPI schema knows (`user_data.address[2].postal_code`); at the
+ *   first name it does not know (an unknown member of a closed object, anything inside `ext`, an
+ *   unknown member of `properties`) the rest of the path becomes `*`: `user_data.*`, `ext.*`,
+ *   `properties.*`;
+ * - an echoed value (`…, got "mary@example.com"`) becomes `<value>`;
+ * - a message of no shape known here is cut to its registry prefix (`schema validation failed`),
+ *   or to `rejected` when it has none of them, so a future message shape cannot leak by default.
+ *
+ * This works on the messages' shapes, which are the registry's (errors.ts: EventErrors) and part of
+ * the API, and paths are self-delimiting (validation/paths.ts: `.name`, `[3]`, `["json string"]`),
+ * so the parse is exact rather than a guess. It is idempotent, which lets the stats reader apply it
+ * again to rows stored before it existed. The set of known paths is finite, so the output is of
+ * bounded cardinality: a metric label, or a stats reason group, cannot grow with sender input.
+ */
+import type { EventModel, ObjectDesc, FieldDesc } from './schema-model.js';
+import { buildEventModel, loadEventSchema, KIND_ARRAY, KIND_OBJECT } from './schema-model.js';
+
+export const MASKED_NAME = '*';
+export const MASKED_VALUE = '<value>';
+
+/** Every field path the model names, with arrays as `[]`: `user_data.address[].city`. */
+export function knownPathsOf(model: EventModel): ReadonlySet<string> {
+  const paths = new Set<string>();
+  const visitField = (f: FieldDesc, path: string) => {
+    paths.add(path);
+    if (f.kind === KIND_OBJECT && f.object) visitObject(f.object, path);
+    if (f.kind === KIND_ARRAY && f.items) visitField(f.items, `${path}[]`);
+  };
+  const visitObject = (o: ObjectDesc, base: string) => {
+    for (const [name, f] of o.fields) visitField(f, base === '' ? name : `${base}.${name}`);
+  };
+  visitObject(model.event, '');
+  return paths;
+}
+
+let published: ReadonlySet<string> | null = null;
+/** The known paths of the schema the service publishes (loaded once, on first use). */
+export function publishedKnownPaths(): ReadonlySet<string> {
+  return (published ??= knownPathsOf(buildEventModel(loadEventSchema())));
+}
+
+const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*/;
+/** `[3]`, or `[]` as in reason groups (hourly.ts), which are read back through here. */
+const INDEX = /^\[(\d*)\]/;
+const QUOTED = /^\["(?:[^"\\]|\\.)*"\]/;
+
+/**
+ * Reads one path from the start of `text` and returns its stored form and how many characters
+ * it took. Names the schema does not know end the path as `*` (and everything after them that
+ * still belongs to the path is consumed and dropped).
+ */
+function readPath(text: string, known: ReadonlySet<string>): { stored: string; length: number } {
+  let i = 0;
+  let stored = '';
+  let norm = '';
+  let masked = false;
+  const mask = () => {
+    if (!masked) stored = stored === '' ? MASKED_NAME : `${stored}.${MASKED_NAME}`;
+    masked = true;
+  };
+  for (;;) {
+    const rest = text.slice(i);
+    let name: string | null = null;
+    let m: RegExpExecArray | null;
+    if (i === 0 && (m = IDENT.exec(rest))) {
+      name = m[0];
+      i += m[0].length;
+    } else if (i > 0 && rest.startsWith('.') && (m = IDENT.exec(rest.slice(1)))) {
+      name = m[0];
+      i += 1 + m[0].length;
+    } else if (i > 0 && rest.startsWith('.*')) {
+      // An already stored path (idempotence).
+      i += 2;
+      mask();
+      continue;
+    } else if (i === 0 && rest.startsWith('*')) {
+      i += 1;
+      mask();
+      continue;
+    } else if ((m = INDEX.exec(rest))) {
+      i += m[0].length;
+      if (!masked) {
+        stored += m[0];
+        norm += '[]';
+      }
+      continue;
+    } else if ((m = QUOTED.exec(rest))) {
+      i += m[0].length;
+      mask(); // a key that is not an identifier is never a schema name
+      continue;
+    } else {
+      break;
+    }
+    if (masked) continue;
+    const candidate = norm === '' ? name : `${norm}.${name}`;
+    if (known.has(candidate)) {
+      stored = stored === '' ? name : `${stored}.${name}`;
+      norm = candidate;
+    } else {
+      mask();
+    }
+  }
+  if (i === 0) return { stored: MASKED_NAME, length: 0 };
+  return { stored, length: i };
+}
+
+/** The stored form of a field path (see the module note). */
+export function storedPathOf(path: string, known: ReadonlySet<string> = publishedKnownPaths()): string {
+  const { stored, length } = readPath(path, known);
+  return length === path.length ? stored : stored === MASKED_NAME || stored.endsWith(`.${MASKED_NAME}`) ? stored : `${stored}.${MASKED_NAME}`;
+}
+
+/** A path with every index as `[]`: the label form (bounded: known paths, or a known prefix + `.*`). */
+export function storedPathLabelOf(path: string, known: ReadonlySet<string> = publishedKnownPaths()): string {
+  return storedPathOf(path, known).replace(/\[\d+\]/g, '[]');
+}
+
+const SCHEMA = 'schema validation failed: ';
+const ECHO_SUFFIX = /, got (?:"(?:[^"\\]|\\.)*"|[^\s,]+)$/;
+
+/** Path-bearing message shapes of EventErrors: prefix, then a path, then what may follow it. */
+const PATH_SHAPES: readonly { prefix: string; after: RegExp }[] = [
+  { prefix: `${SCHEMA}unknown field `, after: /^$/ },
+  { prefix: 'missing required field: ', after: /^$/ },
+  { prefix: 'hashed field ', after: /^ is not a 64-char lowercase hex sha256$/ },
+  { prefix: 'invalid field ', after: /^: / },
+  { prefix: SCHEMA, after: /^ (?:must |is invalid)/ },
+];
+
+const FIXED_MESSAGES: ReadonlySet<string> = new Set([
+  `${SCHEMA}event must be a JSON object`,
+  `${SCHEMA}event could not be validated`,
+]);
+
+/** The stored form of a per-event rejection message (see the module note). Idempotent. */
+export function storedReasonOf(message: string, known: ReadonlySet<string> = publishedKnownPaths()): string {
+  if (FIXED_MESSAGES.has(message)) return message;
+  for (const shape of PATH_SHAPES) {
+    if (!message.startsWith(shape.prefix)) continue;
+    const at = shape.prefix.length;
+    // Ajv's errors at the root name the event itself (`schema validation failed: event must …`).
+    const { stored, length } = message.startsWith('event ', at) ? { stored: 'event', length: 5 } : readPath(message.slice(at), known);
+    let rest = message.slice(at + length);
+    if (!shape.after.test(rest)) {
+      // The path ran into something it could not read (say `["x"]y`): mask the rest of the token.
+      const space = rest.search(/ |: /);
+      if (space < 0) continue;
+      rest = rest.slice(space);
+      if (!shape.after.test(rest)) continue;
+    }
+    rest = rest.replace(ECHO_SUFFIX, `, got ${MASKED_VALUE}`);
+    return `${shape.prefix}${stored}${rest}`;
+  }
+  // No known shape: keep the registry prefix only (what kind of rejection), never free text.
+  for (const prefix of KIND_PREFIXES) if (message.startsWith(prefix)) return prefix;
+  return UNRECOGNIZED;
+}
+
+const KIND_PREFIXES = ['schema validation failed', 'missing required field', 'invalid field', 'hashed field', 'principal not authorized'] as const;
+const UNRECOGNIZED = 'rejected';
