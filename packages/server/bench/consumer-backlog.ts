@@ -25,6 +25,7 @@ import { queueDbFile, viewDbFile } from '../src/config.js';
 import { SqliteEventQueue } from '../src/queue/sqlite-event-queue.js';
 import { bodyLogDir } from '../src/queue/sqlite-body-log.js';
 import { StatsReader } from '../src/analytics/stats-reader.js';
+import { MAX_VIEW_PARTITIONS, viewPartitionFile } from '../src/merged-view/sqlite-view-layout.js';
 import { BIN, cliJson, tempDataDir } from '../test/helpers/server-process.js';
 import { prng } from '../test/helpers/event-generator.js';
 import { processTree, sampleRss, treeRssMb } from './proc-stats.js';
@@ -245,7 +246,8 @@ export async function runConsumerScenario(options: { events?: number; maxSeconds
       events_per_second: Math.round(applied / seconds),
       peak_rss_mb: peak,
       hwm_mb: hwm,
-      view_mb: fileMb(viewDbFile(dataDir, 'production')),
+      // Every view partition's file (view.db, view-p<k>.db).
+      view_mb: Array.from({ length: MAX_VIEW_PARTITIONS }, (_, p) => fileMb(viewPartitionFile(viewDbFile(dataDir, 'production'), p))).reduce((a, b) => a + b, 0),
       all_applied: !timedOut && received === events,
       timed_out: timedOut,
     };
