@@ -1,5 +1,13 @@
 #!/usr/bin/env node
-// The `ecapi-ingest` command. The CLI itself is compiled into dist/ by `npm ci` (the root prepare
-// script), after npm has linked package bins; a bin pointing into dist/ would not exist at link time
-// and npm would skip it. This shim is in the source tree, so the command is always linked.
-import '../dist/src/bin/ecapi-ingest.js';
+// The `ecapi-ingest` command. The CLI itself is compiled into dist/ by `npm start`, `npm test` or
+// `npm run build` (npm ci runs no scripts: .npmrc); a bin pointing into dist/ would not exist when
+// npm links package bins, and npm would skip it. This shim is in the source tree, so the command is
+// always linked, and it says what to do when dist/ has not been built yet.
+import { existsSync } from 'node:fs';
+
+const cli = new URL('../dist/src/bin/ecapi-ingest.js', import.meta.url);
+if (!existsSync(cli)) {
+  process.stderr.write('ecapi-ingest is not built yet: run `npm run build` (or `npm start`) in the repository first\n');
+  process.exit(1);
+}
+await import(cli.href);
