@@ -85,7 +85,11 @@ class ThreadPartition implements PartitionStepper {
     this.#worker = null;
     const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
     worker.postMessage({ type: 'close' } satisfies PartitionThreadMessage);
-    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5000))]);
+    // A thread that has not exited 5 s after 'close' is terminated. The timer is cleared once the
+    // thread exits: left pending, it kept the consumer process (and a stopping `serve`) alive 5 s.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([exited, new Promise((resolve) => (timer = setTimeout(resolve, 5000)))]);
+    clearTimeout(timer);
     await worker.terminate();
   }
 }
