@@ -56,11 +56,21 @@ async function lagOf(dataDir: string) {
 }
 
 async function runUntilCaughtUp(dataDir: string, partitions: number): Promise<void> {
-  const child = startWorker(dataDir, partitions);
+  // Its log on stdout: the SIGTERM below must wait for "consumer started" (the handler is installed
+  // by then). The lag can already be 0 when it starts (the kills below may leave nothing to do),
+  // and a SIGTERM before the handler exists kills the process (exit code null), as it should.
+  const child = spawn(process.execPath, [BIN, '--data-dir', dataDir, 'worker', '--view-partitions', String(partitions)], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ECAPI_LOG_LEVEL: 'info' } });
+  let log = '';
+  child.stdout!.setEncoding('utf8').on('data', (text: string) => (log += text));
   const deadline = Date.now() + 60_000;
-  while ((await lagOf(dataDir)).lag_records > 0) {
-    assert.ok(Date.now() < deadline, 'consumer did not catch up within 60 s');
-    await new Promise((r) => setTimeout(r, 100));
+  try {
+    while (!log.includes('"consumer started"') || (await lagOf(dataDir)).lag_records > 0) {
+      assert.ok(Date.now() < deadline, `consumer did not start and catch up within 60 s:\n${log}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } catch (error) {
+    child.kill('SIGKILL'); // a failed wait must not leave the worker (and this file) running
+    throw error;
   }
   child.kill('SIGTERM');
   const [code] = await once(child, 'exit');
