@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { prng } from '../test/helpers/event-generator.js';
+import type { EventQueue } from '../src/queue/event-queue.js';
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -70,4 +71,30 @@ export function* consumerWorkload(total: number, options: ConsumerWorkloadOption
     }
     yield out;
   }
+}
+
+/**
+ * Appends the workload to a queue as batched ingest stores it: one request per data set and slice,
+ * its raw body kept (so large ones sit in the body log), with at most `inFlight` appends pending.
+ */
+export async function appendConsumerWorkload(queue: EventQueue, total: number, inFlight: number): Promise<void> {
+  const t0 = Date.now();
+  let request = 0;
+  let pending: Promise<unknown>[] = [];
+  for (const slice of consumerWorkload(total)) {
+    for (const ds of ['ds-a', 'ds-b']) {
+      const events = slice.filter((g) => g.dataSetId === ds).map((g) => g.event);
+      if (events.length === 0) continue;
+      request++;
+      pending.push(queue.append({
+        requestId: `r${request}`, keyId: 'key_bench', dataSetId: ds, receivedAt: t0 + request, policyVersion: 1,
+        events, metas: events.map(() => undefined), rawBody: Buffer.from(JSON.stringify({ events })),
+      }));
+    }
+    if (pending.length >= inFlight) {
+      await Promise.all(pending);
+      pending = [];
+    }
+  }
+  await Promise.all(pending);
 }

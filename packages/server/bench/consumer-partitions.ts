@@ -26,7 +26,7 @@ import { viewPartitionFile } from '../src/merged-view/sqlite-view-layout.js';
 import { SqlitePartitions } from '../src/consumer/sqlite-partitions.js';
 import { DEFAULT_BATCH_SIZE } from '../src/consumer/view-consumer.js';
 import { DEFAULT_VIEW_PARTITIONS } from '../src/storage/sqlite-storage.js';
-import { consumerWorkload } from './consumer-events.js';
+import { appendConsumerWorkload } from './consumer-events.js';
 
 const positional = process.argv.slice(2).filter((a, i, all) => !a.startsWith('--') && !(all[i - 1] ?? '').startsWith('--'));
 const flag = (name: string) => {
@@ -40,25 +40,7 @@ const PARTITIONS = Number(flag('--partitions') ?? DEFAULT_VIEW_PARTITIONS);
 
 async function fillQueue(queueFile: string): Promise<void> {
   const queue = new SqliteEventQueue(queueFile);
-  const t0 = Date.now();
-  let request = 0;
-  let pending: Promise<unknown>[] = [];
-  for (const slice of consumerWorkload(EVENTS)) {
-    for (const ds of ['ds-a', 'ds-b']) {
-      const events = slice.filter((g) => g.dataSetId === ds).map((g) => g.event);
-      if (events.length === 0) continue;
-      request++;
-      pending.push(queue.append({
-        requestId: `r${request}`, keyId: 'key_bench', dataSetId: ds, receivedAt: t0 + request, policyVersion: 1,
-        events, metas: events.map(() => undefined), rawBody: Buffer.from(JSON.stringify({ events })),
-      }));
-    }
-    if (pending.length >= 64) {
-      await Promise.all(pending);
-      pending = [];
-    }
-  }
-  await Promise.all(pending);
+  await appendConsumerWorkload(queue, EVENTS, 64);
   await queue.close();
 }
 

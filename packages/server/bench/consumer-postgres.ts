@@ -16,7 +16,7 @@ import { availableParallelism } from 'node:os';
 import { openStorage } from '../src/storage/open-storage.js';
 import { BIN, tempDataDir } from '../test/helpers/server-process.js';
 import { freshDatabase, queryDatabase } from '../test/helpers/postgres.js';
-import { consumerWorkload } from './consumer-events.js';
+import { appendConsumerWorkload } from './consumer-events.js';
 
 const EVENTS = Number(process.argv[2] ?? 200_000);
 const WORKERS = Number(process.argv[3] ?? 1);
@@ -25,25 +25,7 @@ const url = await freshDatabase('consumer_bench');
 const dataDir = tempDataDir('ecapi-bench-pgc-');
 const storage = await openStorage({ dataDir, env: 'production', databaseUrl: url });
 const queue = storage.openQueue();
-const t0 = Date.now();
-let request = 0;
-let pending: Promise<unknown>[] = [];
-for (const slice of consumerWorkload(EVENTS)) {
-  for (const ds of ['ds-a', 'ds-b']) {
-    const events = slice.filter((g) => g.dataSetId === ds).map((g) => g.event);
-    if (events.length === 0) continue;
-    request++;
-    pending.push(queue.append({
-      requestId: `r${request}`, keyId: 'key_bench', dataSetId: ds, receivedAt: t0 + request, policyVersion: 1,
-      events, metas: events.map(() => undefined), rawBody: Buffer.from(JSON.stringify({ events })),
-    }));
-  }
-  if (pending.length >= 16) {
-    await Promise.all(pending);
-    pending = [];
-  }
-}
-await Promise.all(pending);
+await appendConsumerWorkload(queue, EVENTS, 16);
 await queue.close();
 
 const reader = storage.queueReader();
