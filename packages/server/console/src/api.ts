@@ -80,7 +80,7 @@ export interface KeyView {
 export interface DataSetRow {
   id: string;
   created_at: string;
-  policy: { consent: string; ip: string; pii_scan: string; max_age_seconds: number; merge_window_ms: number; merge_window_seconds: number; version: number };
+  policy: { consent: string; ip: string; pii_scan: string; max_age_seconds: number; merge_window_ms: number; merge_window_seconds: number; view_retention_ms: number; version: number };
   limits: { rps: number; burst_rps: number; burst_seconds: number; eps: number };
   keys: KeyView[];
   grants: string[];

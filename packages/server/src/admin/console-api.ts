@@ -279,6 +279,7 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
         // Exact in milliseconds; the seconds figure is kept for older readers (fractional below 1 s).
         merge_window_ms: ds.policy.mergeWindowMs,
         merge_window_seconds: ds.policy.mergeWindowMs / 1000,
+        view_retention_ms: ds.policy.viewRetentionMs,
         version: ds.policy.version,
       },
       limits: { rps: ds.limits.rps, burst_rps: ds.limits.burstRps, burst_seconds: ds.limits.burstSeconds, eps: ds.limits.eps },

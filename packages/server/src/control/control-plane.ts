@@ -117,4 +117,26 @@ export function validatePolicyPatch(patch: PolicyPatch): void {
   if (mergeWindow !== undefined && (!Number.isSafeInteger(mergeWindow) || mergeWindow < 0 || mergeWindow > MAX_POLICY_WINDOW_SECONDS * 1000)) {
     throw new ControlPlaneError(`invalid merge window: between 0ms and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}, in whole milliseconds`);
   }
+  const retention = patch.viewRetentionMs;
+  if (retention !== undefined && (!Number.isSafeInteger(retention) || retention < 1 || retention > MAX_POLICY_WINDOW_SECONDS * 1000)) {
+    throw new ControlPlaneError(`invalid view retention: between 1ms and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}, in whole milliseconds`);
+  }
+}
+
+/**
+ * A policy after a change: the view retention may not be shorter than the merge window nor the
+ * maximum event age. A record deleted earlier could come back as a new record from a late re-send
+ * (within the merge window) or from an event still young enough to be accepted (within the maximum
+ * age). Checked on the merged policy, so lowering the retention and raising the maximum age are
+ * refused alike.
+ */
+export function validatePolicyRetention(policy: Omit<DataSetPolicy, 'version'>): void {
+  const floor = Math.max(policy.mergeWindowMs, policy.maxAgeSeconds * 1000);
+  if (policy.viewRetentionMs < floor) {
+    throw new ControlPlaneError(
+      `invalid view retention ${formatDurationMs(policy.viewRetentionMs)}: it must be at least the merge window (${formatDurationMs(policy.mergeWindowMs)}) ` +
+        `and the maximum event age (${formatDurationMs(policy.maxAgeSeconds * 1000)}), so that a late re-send is never taken for a new event; ` +
+        'raise --view-retention or lower --merge-window / --max-age',
+    );
+  }
 }

@@ -18,6 +18,12 @@ export interface DataSetPolicy {
    * `1500ms` is 1500 (policies stored before this field held whole `mergeWindowSeconds`).
    */
   readonly mergeWindowMs: number;
+  /**
+   * Retention of the merged view, in milliseconds: records whose last update is older are deleted
+   * by the worker (lifecycle/view-retention.ts). Never shorter than the merge window nor the maximum
+   * event age (validatePolicyRetention), so that a late re-send is never taken for a new event.
+   */
+  readonly viewRetentionMs: number;
   readonly version: number;
 }
 
@@ -27,6 +33,10 @@ export const DEFAULT_POLICY: DataSetPolicy = Object.freeze({
   piiScan: 'redact',
   maxAgeSeconds: 90 * 24 * 3600,
   mergeWindowMs: 7 * 86_400_000,
+  // 180 days: twice the default maximum event age, so a conversion can be matched against
+  // everything of the last ~6 months (beyond common 90-day attribution windows); hourly statistics,
+  // which hold no identifiers, are kept beyond it. README "Data lifecycle".
+  viewRetentionMs: 180 * 86_400_000,
   version: 1,
 });
 
@@ -38,6 +48,12 @@ export const DEFAULT_POLICY: DataSetPolicy = Object.freeze({
 export function policyFromStored(json: string): DataSetPolicy {
   const { mergeWindowSeconds, ...stored } = JSON.parse(json) as Partial<DataSetPolicy> & { mergeWindowSeconds?: number };
   const policy: DataSetPolicy = { ...DEFAULT_POLICY, ...stored };
+  // Stored before the view had a retention: the default, or longer where the policy's merge window or
+  // maximum age needs it (validatePolicyRetention), so that older policies stay valid.
+  if (stored.viewRetentionMs === undefined) {
+    const mergeWindowMs = stored.mergeWindowMs ?? (typeof mergeWindowSeconds === 'number' ? mergeWindowSeconds * 1000 : policy.mergeWindowMs);
+    (policy as { viewRetentionMs: number }).viewRetentionMs = Math.max(DEFAULT_POLICY.viewRetentionMs, mergeWindowMs, policy.maxAgeSeconds * 1000);
+  }
   if (stored.mergeWindowMs === undefined && typeof mergeWindowSeconds === 'number') {
     return Object.freeze({ ...policy, mergeWindowMs: mergeWindowSeconds * 1000 });
   }

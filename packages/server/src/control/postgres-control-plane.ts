@@ -20,6 +20,7 @@ import {
   type PolicyPatch,
   type RotatedKey,
   validatePolicyPatch,
+  validatePolicyRetention,
   validateRotationGrace,
 } from './control-plane.js';
 import { masterKeyMismatch, unlockSecretBox, type MasterKeySource, type SecretBox } from './secret-box.js';
@@ -172,6 +173,7 @@ export class PostgresControlPlane implements ControlPlane {
     return inTransaction(this.#pool, async (db) => {
       const current = await this.#requireDataSet(db, dataSetId, true);
       const next: DataSetPolicy = { ...current.policy, ...patch, version: current.policy.version + 1 };
+      validatePolicyRetention(next);
       await db.query('UPDATE data_sets SET policy = $1 WHERE id = $2', [JSON.stringify(next), dataSetId]);
       await this.#bump(db);
       return this.#requireDataSet(db, dataSetId);

@@ -22,6 +22,7 @@ import {
   type PolicyPatch,
   type RotatedKey,
   validatePolicyPatch,
+  validatePolicyRetention,
   validateRotationGrace,
 } from './control-plane.js';
 import { masterKeyMismatch, unlockSecretBox, type MasterKeySource, type SecretBox } from './secret-box.js';
@@ -220,6 +221,7 @@ export class SqliteControlPlane implements ControlPlane {
     return this.#db.transaction(() => {
       const current = this.#requireDataSet(dataSetId);
       const next: DataSetPolicy = { ...current.policy, ...patch, version: current.policy.version + 1 };
+      validatePolicyRetention(next);
       this.#db.prepare('UPDATE data_sets SET policy = ? WHERE id = ?').run(JSON.stringify(next), dataSetId);
       this.#bump();
       return this.#requireDataSet(dataSetId);
