@@ -29,6 +29,7 @@ import { CliError, OutputClosedError, processIo, watchOutput, writeWithBackpress
 import type { CliContext, GlobalOptions } from './cli-context.js';
 import type { Storage } from '../storage/storage.js';
 import { registerViewCommands } from './view-commands.js';
+import { registerLifecycleCommands } from './lifecycle-commands.js';
 import { startConsumerSupervisor, type ConsumerSupervisor } from '../consumer/consumer-supervisor.js';
 import { registerSendCommand } from './send-command.js';
 
@@ -99,7 +100,7 @@ function oneOf<T extends string>(name: string, allowed: readonly T[]) {
 type CommandModule = (program: Command, ctx: CliContext) => void;
 
 /** Command groups kept in their own files; each adds its commands to the program. */
-const commandModules: CommandModule[] = [registerSendCommand, registerViewCommands];
+const commandModules: CommandModule[] = [registerSendCommand, registerViewCommands, registerLifecycleCommands];
 
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const out = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);

@@ -11,7 +11,8 @@ import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import type { Logger } from '../observability/logger.js';
 import { openStorage } from '../storage/open-storage.js';
-import { DEFAULT_BATCH_SIZE } from './view-consumer.js';
+import { LifecycleRunner } from '../lifecycle/lifecycle-runner.js';
+import { DEFAULT_BATCH_SIZE, VIEW_CONSUMER } from './view-consumer.js';
 
 /** Merge windows of the data sets, refreshed from the control plane. */
 export class MergeWindows {
@@ -53,6 +54,8 @@ export interface ViewWorkerOptions {
   readonly retentionMs?: number;
   /** How often retention runs (default one minute). */
   readonly retentionEveryMs?: number;
+  /** How often view retention runs (default one minute). */
+  readonly viewRetentionEveryMs?: number;
 }
 
 export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
@@ -60,6 +63,20 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
   try {
     const windows = new MergeWindows(storage.controlPlane());
     await windows.refresh();
+    // View retention and deletion requests (embedded profile), beside the consumer.
+    const lifecycle =
+      storage.profile === 'sqlite'
+        ? new LifecycleRunner({
+            dataDir: options.dataDir,
+            env: options.env,
+            controlPlane: storage.controlPlane(),
+            logger: options.logger,
+            viewOffset: () => storage.viewStore().offset(VIEW_CONSUMER),
+            ...(options.viewRetentionEveryMs !== undefined ? { retentionEveryMs: options.viewRetentionEveryMs } : {}),
+          })
+        : null;
+    const lifecycleDone = lifecycle?.run(options.stopped) ?? Promise.resolve();
+    try {
     await storage.runConsumer({
       logger: options.logger,
       stopped: options.stopped,
@@ -72,6 +89,10 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
       mergeWindows: () => windows.entries(),
       onTick: () => windows.refresh(),
     });
+    } finally {
+      await lifecycleDone;
+      lifecycle?.close();
+    }
   } finally {
     await storage.close();
     options.logger.info({ env: options.env }, 'consumer stopped');

@@ -1,0 +1,150 @@
+/**
+ * Deletions in one embedded view partition file (retention, a person's data, one event), each a
+ * short transaction of at most `limit` rows on a connection of its own.
+ *
+ * Who writes: the worker's lifecycle runner (lifecycle-runner.ts), in the worker process, next to
+ * the partition's consumer thread. SQLite serializes the two writers; a consumer batch waits for at
+ * most one of these transactions (a few hundred rows: milliseconds), and these wait for a batch.
+ * This is safe because the consumer loads what a batch touches inside its own write transaction
+ * (view-applier.ts): it keeps no view state across batches. A cache of records or identities kept
+ * across batches would have to be invalidated by these deletions.
+ *
+ * Identities: a record's identity is the root of its identity_key (trees are flat). Deleting a
+ * record takes one from its root's event_count; an identity whose count reaches zero goes with
+ * every node it absorbed and all their identifier links. Counters (hourly statistics) are
+ * aggregates without identifiers and stay.
+ */
+import Database from 'better-sqlite3';
+
+export interface ErasedCounts {
+  records: number;
+  identities: number;
+  links: number;
+}
+
+export const zeroCounts = (): ErasedCounts => ({ records: 0, identities: 0, links: 0 });
+
+export function addCounts(into: ErasedCounts, more: ErasedCounts): void {
+  into.records += more.records;
+  into.identities += more.identities;
+  into.links += more.links;
+}
+
+interface RecordIdentityRow {
+  rowid: number;
+  record_key: string;
+  identity_key: string | null;
+}
+
+export class SqliteViewEraser {
+  readonly #db: Database.Database;
+  readonly #s;
+
+  constructor(viewFile: string) {
+    this.#db = new Database(viewFile, { fileMustExist: true });
+    this.#db.pragma('busy_timeout = 5000');
+    // Deleted rows are overwritten with zeros where that costs no extra I/O; the rest of their pages
+    // is reused by later inserts (the file does not grow while retention frees as much as comes in).
+    this.#db.pragma('secure_delete = FAST');
+    // Retention reads records by data set and age; the consumer maintains this index from now on.
+    this.#db.exec('CREATE INDEX IF NOT EXISTS view_records_expiry ON view_records (data_set_id, last_received_at)');
+    const db = this.#db;
+    this.#s = {
+      expired: db.prepare(
+        'SELECT rowid, record_key, identity_key FROM view_records INDEXED BY view_records_expiry WHERE data_set_id = ? AND last_received_at < ? LIMIT ?',
+      ),
+      recordByKey: db.prepare('SELECT rowid, record_key, identity_key FROM view_records WHERE data_set_id = ? AND record_key = ?'),
+      deleteRecord: db.prepare('DELETE FROM view_records WHERE rowid = ?'),
+      node: db.prepare('SELECT identity_key, parent, event_count FROM identity_nodes WHERE data_set_id = ? AND identity_key = ?'),
+      decrement: db.prepare('UPDATE identity_nodes SET event_count = event_count - 1 WHERE data_set_id = ? AND identity_key = ? RETURNING event_count').pluck(),
+      members: db.prepare('SELECT identity_key FROM identity_nodes INDEXED BY identity_nodes_parent WHERE data_set_id = ? AND parent = ?').pluck(),
+      deleteNode: db.prepare('DELETE FROM identity_nodes WHERE data_set_id = ? AND identity_key = ?'),
+      deleteLinks: db.prepare('DELETE FROM identity_identifiers WHERE data_set_id = ? AND identity_key = ?'),
+      linksOf: db.prepare('SELECT identifier FROM identity_identifiers WHERE data_set_id = ? AND identity_key = ?').pluck(),
+      linkOf: db.prepare('SELECT identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier = ?').pluck(),
+      recordPage: db.prepare('SELECT rowid, record_key, identity_key FROM view_records WHERE rowid > ? AND data_set_id = ? ORDER BY rowid LIMIT ?'),
+    };
+  }
+
+  #rootOf(dataSetId: string, key: string): string | null {
+    const node = this.#s.node.get(dataSetId, key) as { identity_key: string; parent: string | null } | undefined;
+    return node ? (node.parent ?? node.identity_key) : null;
+  }
+
+  /** The identity (root and absorbed keys) and its identifiers, or null when unknown. */
+  findIdentity(dataSetId: string, target: { identifier: string } | { identityKey: string }): { root: string; keys: string[]; identifiers: string[] } | null {
+    const start = 'identifier' in target ? (this.#s.linkOf.get(dataSetId, target.identifier) as string | undefined) : target.identityKey;
+    if (start === undefined) return null;
+    const root = this.#rootOf(dataSetId, start);
+    if (root === null) return null;
+    const keys = [root, ...(this.#s.members.all(dataSetId, root) as string[])];
+    const identifiers = keys.flatMap((k) => this.#s.linksOf.all(dataSetId, k) as string[]).sort();
+    return { root, keys, identifiers };
+  }
+
+  /** Deletes the identity tree of `root`: its nodes and their links (one transaction). */
+  #dropIdentity(dataSetId: string, root: string, counts: ErasedCounts): void {
+    for (const key of [root, ...(this.#s.members.all(dataSetId, root) as string[])]) {
+      counts.links += this.#s.deleteLinks.run(dataSetId, key).changes;
+      counts.identities += this.#s.deleteNode.run(dataSetId, key).changes;
+    }
+  }
+
+  /** Deletes one record and accounts for it in its identity (inside a transaction). */
+  #dropRecord(dataSetId: string, row: RecordIdentityRow, counts: ErasedCounts): void {
+    counts.records += this.#s.deleteRecord.run(row.rowid).changes;
+    if (row.identity_key === null) return;
+    const root = this.#rootOf(dataSetId, row.identity_key);
+    if (root === null) return;
+    const left = this.#s.decrement.get(dataSetId, root) as number | undefined;
+    if (left !== undefined && left <= 0) this.#dropIdentity(dataSetId, root, counts);
+  }
+
+  /** Deletes up to `limit` records of the data set last updated before `cutoffMs`. */
+  expire(dataSetId: string, cutoffMs: number, limit: number): ErasedCounts {
+    const counts = zeroCounts();
+    this.#db.transaction(() => {
+      for (const row of this.#s.expired.all(dataSetId, cutoffMs, limit) as RecordIdentityRow[]) this.#dropRecord(dataSetId, row, counts);
+    }).immediate();
+    return counts;
+  }
+
+  /** Deletes one record by its key (and its identity when it was the identity's last record). */
+  deleteRecord(dataSetId: string, recordKey: string): ErasedCounts {
+    const counts = zeroCounts();
+    this.#db.transaction(() => {
+      const row = this.#s.recordByKey.get(dataSetId, recordKey) as RecordIdentityRow | undefined;
+      if (row) this.#dropRecord(dataSetId, row, counts);
+    }).immediate();
+    return counts;
+  }
+
+  /**
+   * Deletes the data set's records whose identity is one of `keys` among the next `limit` records
+   * after `afterRowid` (a scan in rowid order, so that no index is needed on the consumer's path).
+   * Returns the counts and where the scan goes on, or null when it reached the end.
+   */
+  deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, afterRowid: number, limit: number): { counts: ErasedCounts; next: number | null } {
+    const counts = zeroCounts();
+    let next: number | null = null;
+    this.#db.transaction(() => {
+      const rows = this.#s.recordPage.all(afterRowid, dataSetId, limit) as RecordIdentityRow[];
+      for (const row of rows) {
+        if (row.identity_key !== null && keys.has(row.identity_key)) counts.records += this.#s.deleteRecord.run(row.rowid).changes;
+      }
+      next = rows.length < limit ? null : rows[rows.length - 1]!.rowid;
+    }).immediate();
+    return { counts, next };
+  }
+
+  /** Deletes an identity tree whatever its count (after its records are gone). */
+  deleteIdentity(dataSetId: string, root: string): ErasedCounts {
+    const counts = zeroCounts();
+    this.#db.transaction(() => this.#dropIdentity(dataSetId, root, counts)).immediate();
+    return counts;
+  }
+
+  close(): void {
+    if (this.#db.open) this.#db.close();
+  }
+}
