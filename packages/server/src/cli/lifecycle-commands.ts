@@ -6,11 +6,10 @@
  */
 import { Command, Option } from 'commander';
 import { userInfo } from 'node:os';
-import { environmentDir } from '../config.js';
 import { parseDurationMs } from '../control/duration.js';
-import { lifecycleDbFile, SqliteLifecycleStore, type DeletionKind, type DeletionRequest } from '../lifecycle/sqlite-lifecycle-store.js';
+import type { DeletionKind, DeletionRequest } from '../lifecycle/lifecycle-backend.js';
 import { CliError } from './cli-io.js';
-import type { CliContext, GlobalOptions } from './cli-context.js';
+import type { CliContext } from './cli-context.js';
 import type { Storage } from '../storage/storage.js';
 
 /** Exit code of a request the worker has not carried out within the wait. */
@@ -76,30 +75,21 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
     return found;
   };
 
-  const openStore = (g: GlobalOptions) => {
-    if (g.databaseUrl) throw new CliError('deletion requests are not available on the PostgreSQL profile yet');
-    return new SqliteLifecycleStore(lifecycleDbFile(environmentDir(g.dataDir, g.env)));
-  };
-
   const submit = (dataSetId: string, kind: DeletionKind, target: string, opts: { suppress?: boolean; wait: boolean | string; actor?: string }) =>
     ctx.withStorage(async (storage: Storage, g) => {
       const waitMs = opts.wait === false ? 0 : parseDurationMs(opts.wait === true ? '60s' : opts.wait, { max: 86_400_000, what: 'the wait' });
       if (!(await storage.controlPlane().listDataSets()).some((d) => d.id === dataSetId)) throw new CliError(`unknown data set "${dataSetId}"`);
-      const store = openStore(g);
-      try {
-        // Everything queued up to now is erased; later events are new ones (unless suppressed).
-        const boundSeq = (await storage.queueReader().lag(Date.now())).queue_last_seq;
-        let request = store.request({ dataSetId, kind, target, suppress: opts.suppress ?? false, boundSeq, actor: opts.actor ?? defaultActor() });
-        const deadline = Date.now() + waitMs;
-        while (request.state !== 'done' && Date.now() < deadline) {
-          await new Promise((r) => setTimeout(r, 200));
-          request = store.get(request.id)!;
-        }
-        ctx.out(g.json ? JSON.stringify(deletionJson(request)) : deletionText(request));
-        if (request.state !== 'done') ctx.setExitCode(PENDING_EXIT_CODE);
-      } finally {
-        store.close();
+      const store = storage.lifecycle().store;
+      // Everything queued up to now is erased; later events are new ones (unless suppressed).
+      const boundSeq = (await storage.queueReader().lag(Date.now())).queue_last_seq;
+      let request = await store.request({ dataSetId, kind, target, suppress: opts.suppress ?? false, boundSeq, actor: opts.actor ?? defaultActor() });
+      const deadline = Date.now() + waitMs;
+      while (request.state !== 'done' && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 200));
+        request = (await store.get(request.id))!;
       }
+      ctx.out(g.json ? JSON.stringify(deletionJson(request)) : deletionText(request));
+      if (request.state !== 'done') ctx.setExitCode(PENDING_EXIT_CODE);
     });
 
   const waitOption = () =>
@@ -136,15 +126,11 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
     .command('deletions')
     .description('the deletion audit log: who asked, when, what was matched (as a keyed digest), how many records went')
     .argument('[data_set_id]', 'only this data set')
-    .action((dataSetId: string | undefined) => {
-      const g = ctx.globals();
-      const store = openStore(g);
-      try {
-        const rows = store.audit(dataSetId).map(deletionJson);
+    .action((dataSetId: string | undefined) =>
+      ctx.withStorage(async (storage, g) => {
+        const rows = (await storage.lifecycle().store.audit(dataSetId)).map(deletionJson);
         if (g.json) ctx.out(JSON.stringify(rows));
         else for (const r of rows) ctx.out(`${r.request_id}\t${r.requested_at}\t${r.actor}\t${r.kind}\t${r.data_set_id}\t${r.state}\t${JSON.stringify(r.result)}`);
-      } finally {
-        store.close();
-      }
-    });
+      }),
+    );
 }

@@ -63,19 +63,15 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
   try {
     const windows = new MergeWindows(storage.controlPlane());
     await windows.refresh();
-    // View retention and deletion requests (embedded profile), beside the consumer.
-    const lifecycle =
-      storage.profile === 'sqlite'
-        ? new LifecycleRunner({
-            dataDir: options.dataDir,
-            env: options.env,
-            controlPlane: storage.controlPlane(),
-            logger: options.logger,
-            viewOffset: () => storage.viewStore().offset(VIEW_CONSUMER),
-            ...(options.viewRetentionEveryMs !== undefined ? { retentionEveryMs: options.viewRetentionEveryMs } : {}),
-          })
-        : null;
-    const lifecycleDone = lifecycle?.run(options.stopped) ?? Promise.resolve();
+    // View retention and deletion requests, beside the consumer (lifecycle/lifecycle-runner.ts).
+    const lifecycle = new LifecycleRunner({
+      backend: storage.lifecycle(),
+      controlPlane: storage.controlPlane(),
+      logger: options.logger,
+      viewOffset: () => storage.viewStore().offset(VIEW_CONSUMER),
+      ...(options.viewRetentionEveryMs !== undefined ? { retentionEveryMs: options.viewRetentionEveryMs } : {}),
+    });
+    const lifecycleDone = lifecycle.run(options.stopped);
     try {
     await storage.runConsumer({
       logger: options.logger,
@@ -91,7 +87,6 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
     });
     } finally {
       await lifecycleDone;
-      lifecycle?.close();
     }
   } finally {
     await storage.close();

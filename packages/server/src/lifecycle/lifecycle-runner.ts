@@ -14,18 +14,11 @@
  * deleted, EXPIRE_BATCH per transaction, with their identities once those have no record left.
  */
 import { setImmediate as yieldLoop } from 'node:timers/promises';
-import Database from 'better-sqlite3';
-import { existsSync } from 'node:fs';
-import { environmentDir, queueDbFile, viewDbFile, type Environment } from '../config.js';
-import { partitionOf } from '../consumer/data-set-partition.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import { recordKeyForId } from '../merged-view/merge.js';
-import { recordedViewPartitions, viewPartitionFile } from '../merged-view/sqlite-view-layout.js';
 import type { Logger } from '../observability/logger.js';
-import { lifecycleDbFile, SqliteLifecycleStore, type DeletionRequest, type DeletionResult } from './sqlite-lifecycle-store.js';
-import { SqliteQueueEraser } from './sqlite-queue-eraser.js';
-import { addCounts, SqliteViewEraser, zeroCounts, type ErasedCounts } from './sqlite-view-eraser.js';
+import { addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type LifecycleBackend } from './lifecycle-backend.js';
 
 /** Rows per retention or deletion transaction: a few milliseconds of the view file's write lock. */
 export const EXPIRE_BATCH = 500;
@@ -33,8 +26,7 @@ const SCAN_BATCH = 2000;
 const QUEUE_PAGE = 50;
 
 export interface LifecycleRunnerOptions {
-  readonly dataDir: string;
-  readonly env: Environment;
+  readonly backend: LifecycleBackend;
   readonly controlPlane: ControlPlane;
   readonly logger: Logger;
   /** The view's consumer offset (next sequence number to apply, lowest over partitions). */
@@ -45,45 +37,20 @@ export interface LifecycleRunnerOptions {
 
 export class LifecycleRunner {
   readonly #o: LifecycleRunnerOptions;
-  readonly #store: SqliteLifecycleStore;
-  readonly #queue: SqliteQueueEraser;
-  #erasers: SqliteViewEraser[] | null = null;
+  readonly #b: LifecycleBackend;
   #lastRetention = Number.NEGATIVE_INFINITY;
 
   constructor(options: LifecycleRunnerOptions) {
     this.#o = options;
-    this.#store = new SqliteLifecycleStore(lifecycleDbFile(environmentDir(options.dataDir, options.env)));
-    this.#queue = new SqliteQueueEraser(queueDbFile(options.dataDir, options.env));
-  }
-
-  /** The view partitions' erasers, once the view's layout is recorded (null before). */
-  #viewErasers(): SqliteViewEraser[] | null {
-    if (this.#erasers) return this.#erasers;
-    const file = viewDbFile(this.#o.dataDir, this.#o.env);
-    if (!existsSync(file)) return null;
-    const db = new Database(file, { readonly: true, fileMustExist: true });
-    let n: number | null;
-    try {
-      n = recordedViewPartitions(db);
-    } finally {
-      db.close();
-    }
-    if (n === null) return null;
-    this.#erasers = Array.from({ length: n }, (_, i) => new SqliteViewEraser(viewPartitionFile(file, i)));
-    return this.#erasers;
-  }
-
-  #eraserOf(dataSetId: string): SqliteViewEraser | null {
-    const erasers = this.#viewErasers();
-    return erasers ? erasers[partitionOf(dataSetId, erasers.length)]! : null;
+    this.#b = options.backend;
   }
 
   /** One round: due body-log overwrites, pending requests the consumer has caught up with, retention when due. */
   async tick(nowMs = Date.now()): Promise<void> {
-    this.#queue.overwritePending();
+    await this.#b.queue.overwritePending();
     const offset = await this.#o.viewOffset();
-    for (const request of this.#store.pending()) {
-      if (request.suppress) this.#suppressEarly(request);
+    for (const request of await this.#b.store.pending()) {
+      if (request.suppress) await this.#suppressEarly(request);
       if (offset <= request.boundSeq) continue; // the consumer has not applied everything it must delete yet
       await this.#carryOut(request);
     }
@@ -104,34 +71,34 @@ export class LifecycleRunner {
   }
 
   /** The requested identifier is suppressed at once (its identity's other identifiers once resolved). */
-  #suppressEarly(request: DeletionRequest): void {
-    if (request.kind === 'forget_identifier' && request.target !== null) this.#store.suppress(request.dataSetId, [request.targetDigest], request.id);
+  async #suppressEarly(request: DeletionRequest): Promise<void> {
+    if (request.kind === 'forget_identifier' && request.target !== null) await this.#b.store.suppress(request.dataSetId, [request.targetDigest], request.id);
   }
 
   async #carryOut(request: DeletionRequest): Promise<void> {
     const { dataSetId } = request;
-    const eraser = this.#eraserOf(dataSetId);
+    const eraser = await this.#b.viewEraser(dataSetId);
     const view = zeroCounts();
     let identifiers: string[] = [];
     let match: (event: Record<string, unknown>) => boolean;
     if (request.kind === 'delete_event') {
       const id = request.target!;
-      if (eraser) addCounts(view, eraser.deleteRecord(dataSetId, recordKeyForId(id)));
+      if (eraser) addCounts(view, await eraser.deleteRecord(dataSetId, recordKeyForId(id)));
       match = (event) => event.id === id;
     } else {
       const target = request.target!;
-      const identity = eraser?.findIdentity(dataSetId, request.kind === 'forget_identifier' ? { identifier: target } : { identityKey: target }) ?? null;
+      const identity = (await eraser?.findIdentity(dataSetId, request.kind === 'forget_identifier' ? { identifier: target } : { identityKey: target })) ?? null;
       identifiers = identity ? identity.identifiers : request.kind === 'forget_identifier' ? [target] : [];
       if (identity && eraser) {
         const keys = new Set(identity.keys);
         let after: number | null = 0;
         while (after !== null) {
-          const step = eraser.deleteIdentityRecords(dataSetId, keys, after, SCAN_BATCH);
+          const step = await eraser.deleteIdentityRecords(dataSetId, keys, after, SCAN_BATCH);
           addCounts(view, step.counts);
           after = step.next;
           await yieldLoop();
         }
-        addCounts(view, eraser.deleteIdentity(dataSetId, identity.root));
+        addCounts(view, await eraser.deleteIdentity(dataSetId, identity.root));
       }
       const wanted = new Set(identifiers);
       match = (event) => identifiersOf(normalizeEvent(event as never)).some((i) => wanted.has(i));
@@ -140,13 +107,15 @@ export class LifecycleRunner {
     if (request.kind !== 'forget_identity' || identifiers.length > 0) {
       let after: number | null = 0;
       while (after !== null) {
-        const step = this.#queue.erase(dataSetId, request.boundSeq, after, QUEUE_PAGE, match);
+        const step = await this.#b.queue.erase(dataSetId, request.boundSeq, after, QUEUE_PAGE, match);
         queueEvents += step.events;
         after = step.next;
         await yieldLoop();
       }
     }
-    if (request.suppress && identifiers.length > 0) this.#store.suppress(dataSetId, identifiers.map((i) => this.#store.digest(dataSetId, i)), request.id);
+    if (request.suppress && identifiers.length > 0) {
+      await this.#b.store.suppress(dataSetId, await Promise.all(identifiers.map((i) => this.#b.store.digest(dataSetId, i))), request.id);
+    }
     const result: DeletionResult = {
       view_records: view.records,
       identities: view.identities,
@@ -154,7 +123,7 @@ export class LifecycleRunner {
       queue_events: queueEvents,
       suppressed_identifiers: request.suppress ? identifiers.length : 0,
     };
-    this.#store.complete(request.id, result);
+    await this.#b.store.complete(request.id, result);
     // Counts only: never the target, an identifier or a digest.
     this.#o.logger.info({ request_id: request.id, data_set_id: dataSetId, kind: request.kind, ...result }, 'deletion request done');
   }
@@ -162,11 +131,11 @@ export class LifecycleRunner {
   async #retention(nowMs: number): Promise<void> {
     const total: ErasedCounts = zeroCounts();
     for (const dataSet of await this.#o.controlPlane.listDataSets()) {
-      const eraser = this.#eraserOf(dataSet.id);
+      const eraser = await this.#b.viewEraser(dataSet.id);
       if (!eraser) return;
       const cutoff = nowMs - dataSet.policy.viewRetentionMs;
       for (;;) {
-        const counts = eraser.expire(dataSet.id, cutoff, EXPIRE_BATCH);
+        const counts = await eraser.expire(dataSet.id, cutoff, EXPIRE_BATCH);
         addCounts(total, counts);
         await yieldLoop();
         if (counts.records < EXPIRE_BATCH) break;
@@ -177,9 +146,4 @@ export class LifecycleRunner {
     }
   }
 
-  close(): void {
-    for (const e of this.#erasers ?? []) e.close();
-    this.#queue.close();
-    this.#store.close();
-  }
 }

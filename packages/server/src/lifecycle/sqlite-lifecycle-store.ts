@@ -21,6 +21,16 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { prepareDatabaseFile } from '../fs/durable-files.js';
 import { identifierDigest } from './identifier-digest.js';
+import {
+  deletionRequestOf,
+  type DeletionRequest,
+  type DeletionRequestRow,
+  type DeletionResult,
+  type LifecycleStore,
+  type NewDeletionRequest,
+  type SuppressionFilter,
+} from './lifecycle-backend.js';
+import { SuppressionSet } from './suppression-set.js';
 
 export const LIFECYCLE_SCHEMA = `
 CREATE TABLE IF NOT EXISTS lifecycle_meta (
@@ -52,68 +62,11 @@ CREATE TABLE IF NOT EXISTS suppressions (
 ) WITHOUT ROWID;
 `;
 
-export type DeletionKind = 'forget_identifier' | 'forget_identity' | 'delete_event';
-
-export interface DeletionResult {
-  readonly view_records: number;
-  readonly identities: number;
-  readonly identifier_links: number;
-  readonly queue_events: number;
-  readonly suppressed_identifiers: number;
-}
-
-export interface DeletionRequest {
-  readonly id: number;
-  readonly dataSetId: string;
-  readonly kind: DeletionKind;
-  /** The identifier, identity key or event id; null once done (README "Data lifecycle"). */
-  readonly target: string | null;
-  readonly targetDigest: string;
-  readonly suppress: boolean;
-  /** The queue's last sequence number when requested: queued copies up to it are erased. */
-  readonly boundSeq: number;
-  readonly actor: string;
-  readonly requestedAt: number;
-  readonly state: 'pending' | 'done';
-  readonly doneAt: number | null;
-  readonly result: DeletionResult | null;
-}
-
-interface RequestRow {
-  id: number;
-  data_set_id: string;
-  kind: DeletionKind;
-  target: string | null;
-  target_digest: string;
-  suppress: number;
-  bound_seq: number;
-  actor: string;
-  requested_at: number;
-  state: 'pending' | 'done';
-  done_at: number | null;
-  result: string | null;
-}
-
-const requestOf = (r: RequestRow): DeletionRequest => ({
-  id: r.id,
-  dataSetId: r.data_set_id,
-  kind: r.kind,
-  target: r.target,
-  targetDigest: r.target_digest,
-  suppress: r.suppress === 1,
-  boundSeq: r.bound_seq,
-  actor: r.actor,
-  requestedAt: r.requested_at,
-  state: r.state,
-  doneAt: r.done_at,
-  result: r.result === null ? null : (JSON.parse(r.result) as DeletionResult),
-});
-
 export function lifecycleDbFile(environmentDir: string): string {
   return join(environmentDir, 'lifecycle.db');
 }
 
-export class SqliteLifecycleStore {
+export class SqliteLifecycleStore implements LifecycleStore {
   readonly #db: Database.Database;
   readonly #key: Buffer;
 
@@ -130,45 +83,38 @@ export class SqliteLifecycleStore {
     this.#key = this.#db.prepare('SELECT digest_key FROM lifecycle_meta WHERE id = 1').pluck().get() as Buffer;
   }
 
-  /** Digest of an identifier (or event id) of a data set under this store's key. */
-  digest(dataSetId: string, value: string): string {
+  async digest(dataSetId: string, value: string): Promise<string> {
     return identifierDigest(this.#key, dataSetId, value);
   }
 
-  get digestKey(): Buffer {
-    return this.#key;
-  }
-
-  request(input: { dataSetId: string; kind: DeletionKind; target: string; suppress: boolean; boundSeq: number; actor: string; nowMs?: number }): DeletionRequest {
+  async request(input: NewDeletionRequest): Promise<DeletionRequest> {
     const row = this.#db
       .prepare(
         `INSERT INTO deletion_requests (data_set_id, kind, target, target_digest, suppress, bound_seq, actor, requested_at, state)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING *`,
       )
-      .get(input.dataSetId, input.kind, input.target, this.digest(input.dataSetId, input.target), input.suppress ? 1 : 0, input.boundSeq, input.actor, input.nowMs ?? Date.now()) as RequestRow;
-    return requestOf(row);
+      .get(input.dataSetId, input.kind, input.target, identifierDigest(this.#key, input.dataSetId, input.target), input.suppress ? 1 : 0, input.boundSeq, input.actor, input.nowMs ?? Date.now()) as DeletionRequestRow;
+    return deletionRequestOf(row);
   }
 
-  get(id: number): DeletionRequest | null {
-    const row = this.#db.prepare('SELECT * FROM deletion_requests WHERE id = ?').get(id) as RequestRow | undefined;
-    return row ? requestOf(row) : null;
+  async get(id: number): Promise<DeletionRequest | null> {
+    const row = this.#db.prepare('SELECT * FROM deletion_requests WHERE id = ?').get(id) as DeletionRequestRow | undefined;
+    return row ? deletionRequestOf(row) : null;
   }
 
-  pending(): DeletionRequest[] {
-    return (this.#db.prepare("SELECT * FROM deletion_requests WHERE state = 'pending' ORDER BY id").all() as RequestRow[]).map(requestOf);
+  async pending(): Promise<DeletionRequest[]> {
+    return (this.#db.prepare("SELECT * FROM deletion_requests WHERE state = 'pending' ORDER BY id").all() as DeletionRequestRow[]).map(deletionRequestOf);
   }
 
-  /** The audit log: every request, newest first (targets of done requests are cleared). */
-  audit(dataSetId?: string, limit = 1000): DeletionRequest[] {
+  async audit(dataSetId?: string, limit = 1000): Promise<DeletionRequest[]> {
     const rows =
       dataSetId === undefined
         ? this.#db.prepare('SELECT * FROM deletion_requests ORDER BY id DESC LIMIT ?').all(limit)
         : this.#db.prepare('SELECT * FROM deletion_requests WHERE data_set_id = ? ORDER BY id DESC LIMIT ?').all(dataSetId, limit);
-    return (rows as RequestRow[]).map(requestOf);
+    return (rows as DeletionRequestRow[]).map(deletionRequestOf);
   }
 
-  /** Adds digests to a data set's suppression list (idempotent); returns how many were new. */
-  suppress(dataSetId: string, digests: readonly string[], requestId: number, nowMs = Date.now()): number {
+  async suppress(dataSetId: string, digests: readonly string[], requestId: number, nowMs = Date.now()): Promise<number> {
     return this.#db.transaction(() => {
       const insert = this.#db.prepare('INSERT OR IGNORE INTO suppressions (data_set_id, digest, request_id, added_at) VALUES (?, ?, ?, ?)');
       let added = 0;
@@ -178,8 +124,7 @@ export class SqliteLifecycleStore {
     }).immediate();
   }
 
-  /** Marks a request done with its counts and clears its target (the only clear identifier kept here). */
-  complete(id: number, result: DeletionResult, nowMs = Date.now()): void {
+  async complete(id: number, result: DeletionResult, nowMs = Date.now()): Promise<void> {
     this.#db
       .prepare("UPDATE deletion_requests SET state = 'done', done_at = ?, result = ?, target = NULL WHERE id = ?")
       .run(nowMs, JSON.stringify(result), id);
@@ -187,7 +132,7 @@ export class SqliteLifecycleStore {
     this.#db.pragma('wal_checkpoint(TRUNCATE)');
   }
 
-  close(): void {
+  async close(): Promise<void> {
     if (this.#db.open) this.#db.close();
   }
 }
@@ -196,12 +141,10 @@ export class SqliteLifecycleStore {
  * The suppression list as a consumer thread sees it: digests by data set, reloaded when the
  * store's version moved (checked at most once per `checkEveryMs`).
  */
-export class SuppressionList {
+export class SuppressionList implements SuppressionFilter {
   readonly #file: string;
   #db: Database.Database | null = null;
-  #key: Buffer | null = null;
-  #version = -1;
-  #byDataSet = new Map<string, Set<string>>();
+  readonly #set = new SuppressionSet();
   #checkedAt = 0;
   readonly #checkEveryMs: number;
 
@@ -223,24 +166,12 @@ export class SuppressionList {
       }
     }
     const meta = this.#db.prepare('SELECT digest_key, version FROM lifecycle_meta WHERE id = 1').get() as { digest_key: Buffer; version: number } | undefined;
-    if (!meta || meta.version === this.#version) return;
-    const next = new Map<string, Set<string>>();
-    for (const row of this.#db.prepare('SELECT data_set_id, digest FROM suppressions').all() as { data_set_id: string; digest: string }[]) {
-      let set = next.get(row.data_set_id);
-      if (!set) next.set(row.data_set_id, (set = new Set()));
-      set.add(row.digest);
-    }
-    this.#key = meta.digest_key;
-    this.#byDataSet = next;
-    this.#version = meta.version;
+    if (!meta || meta.version === this.#set.version) return;
+    this.#set.load(meta.digest_key, meta.version, this.#db.prepare('SELECT data_set_id, digest FROM suppressions').all() as { data_set_id: string; digest: string }[]);
   }
 
-  /** Whether any of the identifiers is suppressed in the data set. */
   suppressed(dataSetId: string, identifiers: readonly string[]): boolean {
-    const set = this.#byDataSet.get(dataSetId);
-    if (!set || identifiers.length === 0) return false;
-    for (const identifier of identifiers) if (set.has(identifierDigest(this.#key!, dataSetId, identifier))) return true;
-    return false;
+    return this.#set.suppressed(dataSetId, identifiers);
   }
 
   close(): void {

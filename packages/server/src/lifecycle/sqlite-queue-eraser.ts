@@ -20,6 +20,7 @@ import { closeSync, fdatasyncSync, openSync, writeSync } from 'node:fs';
 import { segmentEvents } from '../queue/segment-records.js';
 import { bodyLogDir, bodyLogFile } from '../queue/sqlite-body-log.js';
 import { openQueueDatabase, rowEvents, type SegmentRow } from '../queue/sqlite-queue-store.js';
+import type { QueueEraser } from './lifecycle-backend.js';
 
 interface LoggedBytes {
   readonly fileNo: number;
@@ -27,7 +28,7 @@ interface LoggedBytes {
   readonly length: number;
 }
 
-export class SqliteQueueEraser {
+export class SqliteQueueEraser implements QueueEraser {
   readonly #file: string;
   #db: Database.Database | null = null;
   /** Body-log ranges no row points to any more, overwritten at the next `overwritePending`. */
@@ -46,25 +47,13 @@ export class SqliteQueueEraser {
     return this.#db;
   }
 
-  /** The last sequence number in the queue (0 when empty). */
-  lastSeq(): number {
-    const row = this.#open().prepare('SELECT first_seq + event_count - 1 AS last FROM queue_segments ORDER BY first_seq DESC LIMIT 1').get() as
-      | { last: number }
-      | undefined;
-    return row?.last ?? 0;
-  }
-
-  /**
-   * Erases the matching events of the data set in the next `limit` segments with first_seq in
-   * (afterSeq, boundSeq]. Returns how many events were erased and where to go on (null at the end).
-   */
-  erase(
+  async erase(
     dataSetId: string,
     boundSeq: number,
     afterSeq: number,
     limit: number,
     match: (event: Record<string, unknown>) => boolean,
-  ): { events: number; next: number | null } {
+  ): Promise<{ events: number; next: number | null }> {
     const db = this.#open();
     const rows = db
       .prepare('SELECT * FROM queue_segments WHERE first_seq > ? AND first_seq <= ? ORDER BY first_seq LIMIT ?')
@@ -98,11 +87,8 @@ export class SqliteQueueEraser {
     return { events: erased, next: rows.length < limit ? null : rows[rows.length - 1]!.first_seq };
   }
 
-  /**
-   * Overwrites with zeros (and syncs) the body-log bytes found unreferenced one call earlier.
-   * Returns the number of bytes overwritten.
-   */
-  overwritePending(): number {
+  /** Overwrites with zeros (and syncs) the body-log bytes found unreferenced one call earlier. */
+  async overwritePending(): Promise<number> {
     const due = this.#ready;
     this.#ready = this.#toOverwrite;
     this.#toOverwrite = [];

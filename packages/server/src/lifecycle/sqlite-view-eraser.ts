@@ -15,20 +15,7 @@
  * aggregates without identifiers and stay.
  */
 import Database from 'better-sqlite3';
-
-export interface ErasedCounts {
-  records: number;
-  identities: number;
-  links: number;
-}
-
-export const zeroCounts = (): ErasedCounts => ({ records: 0, identities: 0, links: 0 });
-
-export function addCounts(into: ErasedCounts, more: ErasedCounts): void {
-  into.records += more.records;
-  into.identities += more.identities;
-  into.links += more.links;
-}
+import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser } from './lifecycle-backend.js';
 
 interface RecordIdentityRow {
   rowid: number;
@@ -36,7 +23,7 @@ interface RecordIdentityRow {
   identity_key: string | null;
 }
 
-export class SqliteViewEraser {
+export class SqliteViewEraser implements ViewEraser {
   readonly #db: Database.Database;
   readonly #s;
 
@@ -72,7 +59,7 @@ export class SqliteViewEraser {
   }
 
   /** The identity (root and absorbed keys) and its identifiers, or null when unknown. */
-  findIdentity(dataSetId: string, target: { identifier: string } | { identityKey: string }): { root: string; keys: string[]; identifiers: string[] } | null {
+  async findIdentity(dataSetId: string, target: { identifier: string } | { identityKey: string }): Promise<IdentityToErase | null> {
     const start = 'identifier' in target ? (this.#s.linkOf.get(dataSetId, target.identifier) as string | undefined) : target.identityKey;
     if (start === undefined) return null;
     const root = this.#rootOf(dataSetId, start);
@@ -100,8 +87,7 @@ export class SqliteViewEraser {
     if (left !== undefined && left <= 0) this.#dropIdentity(dataSetId, root, counts);
   }
 
-  /** Deletes up to `limit` records of the data set last updated before `cutoffMs`. */
-  expire(dataSetId: string, cutoffMs: number, limit: number): ErasedCounts {
+  async expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts> {
     const counts = zeroCounts();
     this.#db.transaction(() => {
       for (const row of this.#s.expired.all(dataSetId, cutoffMs, limit) as RecordIdentityRow[]) this.#dropRecord(dataSetId, row, counts);
@@ -109,8 +95,7 @@ export class SqliteViewEraser {
     return counts;
   }
 
-  /** Deletes one record by its key (and its identity when it was the identity's last record). */
-  deleteRecord(dataSetId: string, recordKey: string): ErasedCounts {
+  async deleteRecord(dataSetId: string, recordKey: string): Promise<ErasedCounts> {
     const counts = zeroCounts();
     this.#db.transaction(() => {
       const row = this.#s.recordByKey.get(dataSetId, recordKey) as RecordIdentityRow | undefined;
@@ -119,12 +104,8 @@ export class SqliteViewEraser {
     return counts;
   }
 
-  /**
-   * Deletes the data set's records whose identity is one of `keys` among the next `limit` records
-   * after `afterRowid` (a scan in rowid order, so that no index is needed on the consumer's path).
-   * Returns the counts and where the scan goes on, or null when it reached the end.
-   */
-  deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, afterRowid: number, limit: number): { counts: ErasedCounts; next: number | null } {
+  /** The cursor is a rowid: a scan in rowid order, so that no index is needed on the consumer's path. */
+  async deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, afterRowid: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null }> {
     const counts = zeroCounts();
     let next: number | null = null;
     this.#db.transaction(() => {
@@ -137,8 +118,7 @@ export class SqliteViewEraser {
     return { counts, next };
   }
 
-  /** Deletes an identity tree whatever its count (after its records are gone). */
-  deleteIdentity(dataSetId: string, root: string): ErasedCounts {
+  async deleteIdentity(dataSetId: string, root: string): Promise<ErasedCounts> {
     const counts = zeroCounts();
     this.#db.transaction(() => this.#dropIdentity(dataSetId, root, counts)).immediate();
     return counts;
