@@ -12,7 +12,7 @@ import type { ControlPlane } from '../control/control-plane.js';
 import type { Logger } from '../observability/logger.js';
 import { openStorage } from '../storage/open-storage.js';
 import { LifecycleRunner } from '../lifecycle/lifecycle-runner.js';
-import { DEFAULT_BATCH_SIZE, VIEW_CONSUMER } from './view-consumer.js';
+import { DEFAULT_BATCH_SIZE } from './view-consumer.js';
 
 /** Merge windows of the data sets, refreshed from the control plane. */
 export class MergeWindows {
@@ -68,7 +68,6 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
       backend: storage.lifecycle(),
       controlPlane: storage.controlPlane(),
       logger: options.logger,
-      viewOffset: () => storage.viewStore().offset(VIEW_CONSUMER),
       ...(options.viewRetentionEveryMs !== undefined ? { retentionEveryMs: options.viewRetentionEveryMs } : {}),
     });
     const lifecycleDone = lifecycle.run(options.stopped);

@@ -143,10 +143,19 @@ export interface QueueEraser {
 export interface LifecycleBackend {
   readonly store: LifecycleStore;
   readonly queue: QueueEraser;
+  /** Whether the consumer has applied every queued record of the data set up to `boundSeq`. */
+  applied(dataSetId: string, boundSeq: number): Promise<boolean>;
   /** The view eraser of the data set's partition, or null while the view does not exist yet. */
   viewEraser(dataSetId: string): Promise<ViewEraser | null>;
   close(): Promise<void>;
 }
+
+/**
+ * How often a consumer looks for a changed suppression list (at most; before a batch). The runner
+ * completes a `--suppress` request only twice this long after the suppression was stored, so that an
+ * event sent after the command returned meets a consumer that has the new list.
+ */
+export const SUPPRESSION_REFRESH_MS = 500;
 
 /**
  * What a consumer checks before applying a record (view-applier.ts `suppressed`): digests by data

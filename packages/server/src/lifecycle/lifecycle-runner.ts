@@ -18,7 +18,7 @@ import type { ControlPlane } from '../control/control-plane.js';
 import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { Logger } from '../observability/logger.js';
-import { addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type LifecycleBackend } from './lifecycle-backend.js';
+import { addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type LifecycleBackend, SUPPRESSION_REFRESH_MS } from './lifecycle-backend.js';
 
 /** Rows per retention or deletion transaction: a few milliseconds of the view file's write lock. */
 export const EXPIRE_BATCH = 500;
@@ -29,8 +29,6 @@ export interface LifecycleRunnerOptions {
   readonly backend: LifecycleBackend;
   readonly controlPlane: ControlPlane;
   readonly logger: Logger;
-  /** The view's consumer offset (next sequence number to apply, lowest over partitions). */
-  readonly viewOffset: () => Promise<number>;
   /** How often view retention runs (default one minute). */
   readonly retentionEveryMs?: number;
 }
@@ -48,10 +46,9 @@ export class LifecycleRunner {
   /** One round: due body-log overwrites, pending requests the consumer has caught up with, retention when due. */
   async tick(nowMs = Date.now()): Promise<void> {
     await this.#b.queue.overwritePending();
-    const offset = await this.#o.viewOffset();
     for (const request of await this.#b.store.pending()) {
       if (request.suppress) await this.#suppressEarly(request);
-      if (offset <= request.boundSeq) continue; // the consumer has not applied everything it must delete yet
+      if (!(await this.#b.applied(request.dataSetId, request.boundSeq))) continue; // not everything it must delete is in the view yet
       await this.#carryOut(request);
     }
     if (nowMs - this.#lastRetention >= (this.#o.retentionEveryMs ?? 60_000)) {
@@ -115,6 +112,8 @@ export class LifecycleRunner {
     }
     if (request.suppress && identifiers.length > 0) {
       await this.#b.store.suppress(dataSetId, await Promise.all(identifiers.map((i) => this.#b.store.digest(dataSetId, i))), request.id);
+      // Done only once every consumer has looked for the new list (SUPPRESSION_REFRESH_MS).
+      await new Promise((r) => setTimeout(r, 2 * SUPPRESSION_REFRESH_MS));
     }
     const result: DeletionResult = {
       view_records: view.records,

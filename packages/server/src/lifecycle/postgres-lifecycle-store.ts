@@ -16,6 +16,7 @@ import {
   type LifecycleStore,
   type NewDeletionRequest,
   type SuppressionFilter,
+  SUPPRESSION_REFRESH_MS,
 } from './lifecycle-backend.js';
 import { SuppressionSet } from './suppression-set.js';
 
@@ -96,7 +97,7 @@ export class PostgresSuppressionList implements SuppressionFilter {
 
   constructor(pool: Pool, options: { checkEveryMs?: number } = {}) {
     this.#pool = pool;
-    this.#checkEveryMs = options.checkEveryMs ?? 500;
+    this.#checkEveryMs = options.checkEveryMs ?? SUPPRESSION_REFRESH_MS;
   }
 
   async refresh(nowMs = Date.now()): Promise<void> {

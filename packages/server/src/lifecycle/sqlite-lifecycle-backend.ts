@@ -50,9 +50,19 @@ export class SqliteLifecycleBackend implements LifecycleBackend {
     return this.#erasers;
   }
 
-  async viewEraser(dataSetId: string): Promise<ViewEraser | null> {
+  #eraserOf(dataSetId: string): SqliteViewEraser | null {
     const erasers = this.#viewErasers();
     return erasers ? erasers[partitionOf(dataSetId, erasers.length)]! : null;
+  }
+
+  async viewEraser(dataSetId: string): Promise<ViewEraser | null> {
+    return this.#eraserOf(dataSetId);
+  }
+
+  /** The data set's partition moves its offset past every segment, its own or skipped. */
+  async applied(dataSetId: string, boundSeq: number): Promise<boolean> {
+    const eraser = this.#eraserOf(dataSetId);
+    return eraser !== null && eraser.offset() > boundSeq;
   }
 
   async close(): Promise<void> {

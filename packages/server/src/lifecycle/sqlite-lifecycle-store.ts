@@ -29,6 +29,7 @@ import {
   type LifecycleStore,
   type NewDeletionRequest,
   type SuppressionFilter,
+  SUPPRESSION_REFRESH_MS,
 } from './lifecycle-backend.js';
 import { SuppressionSet } from './suppression-set.js';
 
@@ -150,7 +151,7 @@ export class SuppressionList implements SuppressionFilter {
 
   constructor(file: string, options: { checkEveryMs?: number } = {}) {
     this.#file = file;
-    this.#checkEveryMs = options.checkEveryMs ?? 200;
+    this.#checkEveryMs = options.checkEveryMs ?? SUPPRESSION_REFRESH_MS;
   }
 
   /** Reloads when changed; cheap when not (one primary-key read). */

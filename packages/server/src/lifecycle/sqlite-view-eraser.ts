@@ -15,6 +15,7 @@
  * aggregates without identifiers and stay.
  */
 import Database from 'better-sqlite3';
+import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
 import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser } from './lifecycle-backend.js';
 
 interface RecordIdentityRow {
@@ -49,8 +50,14 @@ export class SqliteViewEraser implements ViewEraser {
       deleteLinks: db.prepare('DELETE FROM identity_identifiers WHERE data_set_id = ? AND identity_key = ?'),
       linksOf: db.prepare('SELECT identifier FROM identity_identifiers WHERE data_set_id = ? AND identity_key = ?').pluck(),
       linkOf: db.prepare('SELECT identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier = ?').pluck(),
+      offset: db.prepare('SELECT next_seq FROM consumer_offsets WHERE consumer = ?').pluck(),
       recordPage: db.prepare('SELECT rowid, record_key, identity_key FROM view_records WHERE rowid > ? AND data_set_id = ? ORDER BY rowid LIMIT ?'),
     };
+  }
+
+  /** The partition's consumer offset (next sequence number it applies; 1 before the first batch). */
+  offset(): number {
+    return (this.#s.offset.get(VIEW_CONSUMER) as number | undefined) ?? 1;
   }
 
   #rootOf(dataSetId: string, key: string): string | null {
