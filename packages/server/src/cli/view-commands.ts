@@ -70,7 +70,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
     .description('run the merged-view consumer (identities, analytics) until SIGTERM; `serve` runs one unless --no-worker')
     .addOption(new Option('--batch-size <n>', 'queue records per transaction').default('2000'))
     .addOption(new Option('--retention <duration>', 'delete queue records the merged view has applied and older than this (0 keeps them)').env('ECAPI_QUEUE_RETENTION').default('7d'))
-    .addOption(new Option('--retention-every <duration>', 'how often retention runs').default('1m'))
+    .addOption(new Option('--retention-every <duration>', 'how often retention runs').env('ECAPI_QUEUE_RETENTION_EVERY').default('1m'))
     .addOption(new Option('--view-retention-every <duration>', "how often the merged view's retention (data-set policy --view-retention) runs").env('ECAPI_VIEW_RETENTION_EVERY').default('1m'))
     .addOption(
       new Option('--view-partitions <n>', 'embedded profile: view partitions (data sets spread over n files, applied by n threads); fixed when the view is first consumed')
