@@ -25,6 +25,7 @@ import type { RateLimiter } from './rate-limit/rate-limiter.js';
 import type { IngestOutcomeRecorder } from './analytics/ingest-outcome-recorder.js';
 import { BufferedOutcomeRecorder } from './analytics/buffered-outcome-recorder.js';
 import { registerConsumerLagGauges, StatsReader } from './analytics/stats-reader.js';
+import { DiskMonitor } from './lifecycle/disk-usage.js';
 import { loadTlsMaterial } from './tls/tls-material.js';
 import { LiveRecorder, LiveStore, startLiveLoop } from './observability/live-stats.js';
 import { createEventProcessor } from './validation/event-processor.js';
@@ -94,6 +95,12 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   );
   const statsReader = new StatsReader(config.dataDir, config.env, storage);
   registerConsumerLagGauges(metrics.registry, statsReader);
+  // Bytes per store and free bytes on /metrics (every serving process: the primary's /metrics sums
+  // theirs, `max` keeps one); the low-space warning and the console in the process with the admin port.
+  const diskGauges = new DiskMonitor({ dataDir: config.dataDir, backend: storage.lifecycle(), logger });
+  diskGauges.registerGauges(metrics.registry);
+  const disk = role === 'single' ? diskGauges : null;
+  disk?.start();
   // Operator console: live figures from this process (test events only with --env test).
   const live = new LiveRecorder(metrics, { testEnvironment: config.env === 'test' });
   const liveStore = role === 'single' ? new LiveStore({ env: config.env }) : null;
@@ -142,6 +149,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
               listDataSets: () => controlPlane.listDataSets(),
               listKeys: () => controlPlane.listKeys(),
               processes: () => 1,
+              ...(disk ? { disk } : {}),
             },
             readiness: () => {
               const health = queue.health();
@@ -189,6 +197,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
         await publicServer.shutdown();
         await queue.close();
         if (!options.outcomes) await outcomes.close();
+        disk?.stop();
         await statsReader.close();
         rateLimiter.close();
         failedAuth.close();

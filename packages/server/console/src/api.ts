@@ -53,6 +53,7 @@ export interface Overview {
     rate_limited: Record<string, number>;
   };
   consumer_lag: { records: number; seconds: number } | null;
+  storage: { free_bytes: number; total_bytes: number; low_space_percent: number; low: boolean; stores: Record<string, number> } | null;
   live_since: string;
   serving_processes: { reporting: number; with_traffic_last_hour: number };
 }
@@ -106,6 +107,7 @@ export interface Rejection {
 
 export interface DataSetDetail extends DataSetRow {
   env: string;
+  storage: { records: number; event_bytes: number } | null;
   hours: { hour: string; events: number; by_event_type: Record<string, number>; accepted: number; rejected: number; rejections: Record<string, number> }[];
   last_24h: {
     since: string;

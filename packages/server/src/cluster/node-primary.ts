@@ -20,6 +20,7 @@ import type { LeaseRequest, LeaseReturn } from '../rate-limit/lease-protocol.js'
 import { LocalRateLimiter } from '../rate-limit/local-rate-limiter.js';
 import { loadTlsMaterial } from '../tls/tls-material.js';
 import { assertAdminExposure } from '../admin/admin-exposure.js';
+import { DiskMonitor } from '../lifecycle/disk-usage.js';
 import { StatsReader } from '../analytics/stats-reader.js';
 import { LiveStore } from '../observability/live-stats.js';
 import { encodeWorkerConfig, WORKER_CONFIG_ENV, type WorkerMessage } from './cluster-messages.js';
@@ -101,6 +102,8 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
 
   const aggregator = new AggregatorRegistry();
   const statsReader = new StatsReader(config.dataDir, config.env, storage);
+  const disk = new DiskMonitor({ dataDir: config.dataDir, backend: storage.lifecycle(), logger });
+  disk.start();
   // Operator console: the workers' live deltas (IPC, every second) summed here; control plane read for the data-set pages.
   const liveStore = new LiveStore({ env: config.env });
   const consoleControlPlane = storage.controlPlane();
@@ -117,6 +120,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
         listDataSets: () => consoleControlPlane.listDataSets(),
         listKeys: () => consoleControlPlane.listKeys(),
         processes: () => states.size,
+        disk,
       },
       readiness: () => {
         const all = [...states.values()];
@@ -178,6 +182,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
           ),
         );
         await admin.close();
+        disk.stop();
         await statsReader.close();
         await consoleControlPlane.close();
         await storage.close();

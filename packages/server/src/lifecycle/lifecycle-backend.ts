@@ -140,11 +140,25 @@ export interface QueueEraser {
   overwritePending(): Promise<number>;
 }
 
+/** Bytes per store; `body_log` is 0 on PostgreSQL (no body log). */
+export interface StoreBytes {
+  readonly queue: number;
+  readonly body_log: number;
+  readonly view: number;
+  readonly control: number;
+  readonly lifecycle: number;
+  readonly ingest_stats: number;
+}
+
 export interface LifecycleBackend {
   readonly store: LifecycleStore;
   readonly queue: QueueEraser;
   /** Whether the consumer has applied every queued record of the data set up to `boundSeq`. */
   applied(dataSetId: string, boundSeq: number): Promise<boolean>;
+  /** Bytes each store takes (embedded: its files with their WAL; PostgreSQL: its tables with indexes and TOAST). */
+  storeBytes(): Promise<StoreBytes>;
+  /** Records of a data set in the merged view and the bytes of their events (a scan of the data set's records). */
+  dataSetUsage(dataSetId: string): Promise<{ records: number; event_bytes: number }>;
   /** The view eraser of the data set's partition, or null while the view does not exist yet. */
   viewEraser(dataSetId: string): Promise<ViewEraser | null>;
   close(): Promise<void>;

@@ -2,7 +2,16 @@
 import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
 import type { Pool } from '../storage/postgres/database.js';
 import { partitionConsumer, partitionOf } from '../storage/postgres/partitions.js';
-import type { LifecycleBackend, ViewEraser } from './lifecycle-backend.js';
+import type { LifecycleBackend, StoreBytes, ViewEraser } from './lifecycle-backend.js';
+
+/** Which store a table of the environment's schema belongs to (others, like rate buckets, are not counted). */
+const STORE_OF_TABLE: Record<string, keyof StoreBytes> = {
+  queue_segments: 'queue', queue_head: 'queue', queue_accepted: 'queue',
+  view_records: 'view', identity_nodes: 'view', identity_identifiers: 'view', view_counters: 'view', consumer_offsets: 'view', consumer_heartbeats: 'view',
+  data_sets: 'control', signing_keys: 'control', grants: 'control', control_meta: 'control',
+  deletion_requests: 'lifecycle', suppressions: 'lifecycle', lifecycle_meta: 'lifecycle',
+  ingest_counters: 'ingest_stats',
+};
 import { PostgresLifecycleStore } from './postgres-lifecycle-store.js';
 import { PostgresQueueEraser } from './postgres-queue-eraser.js';
 import { PostgresViewEraser } from './postgres-view-eraser.js';
@@ -35,6 +44,27 @@ export class PostgresLifecycleBackend implements LifecycleBackend {
       [part, boundSeq, partitionConsumer(VIEW_CONSUMER, part)],
     );
     return !rows[0]!.pending;
+  }
+
+  async storeBytes(): Promise<StoreBytes> {
+    const { rows } = await this.#pool.query<{ relname: string; bytes: string }>(
+      `SELECT c.relname, pg_total_relation_size(c.oid) AS bytes FROM pg_class c
+        WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'`,
+    );
+    const sizes = { queue: 0, body_log: 0, view: 0, control: 0, lifecycle: 0, ingest_stats: 0 };
+    for (const row of rows) {
+      const store = STORE_OF_TABLE[row.relname];
+      if (store) sizes[store] += Number(row.bytes);
+    }
+    return sizes;
+  }
+
+  async dataSetUsage(dataSetId: string): Promise<{ records: number; event_bytes: number }> {
+    const { rows } = await this.#pool.query<{ records: string; event_bytes: string | null }>(
+      'SELECT count(*) AS records, sum(pg_column_size(event)) AS event_bytes FROM view_records WHERE data_set_id = $1',
+      [dataSetId],
+    );
+    return { records: Number(rows[0]!.records), event_bytes: Number(rows[0]!.event_bytes ?? 0) };
   }
 
   async viewEraser(): Promise<ViewEraser> {

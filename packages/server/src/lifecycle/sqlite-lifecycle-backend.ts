@@ -3,14 +3,33 @@
  * own connection beside the partition's consumer thread, sqlite-view-eraser.ts), and queue.db.
  */
 import Database from 'better-sqlite3';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, statSync, type Dirent } from 'node:fs';
+import { join } from 'node:path';
 import { environmentDir, queueDbFile, viewDbFile, type Environment } from '../config.js';
 import { partitionOf } from '../consumer/data-set-partition.js';
 import { recordedViewPartitions, viewPartitionFile } from '../merged-view/sqlite-view-layout.js';
-import type { LifecycleBackend, ViewEraser } from './lifecycle-backend.js';
+import type { LifecycleBackend, StoreBytes, ViewEraser } from './lifecycle-backend.js';
 import { lifecycleDbFile, SqliteLifecycleStore } from './sqlite-lifecycle-store.js';
 import { SqliteQueueEraser } from './sqlite-queue-eraser.js';
 import { SqliteViewEraser } from './sqlite-view-eraser.js';
+
+/** Which store a file of the environment directory belongs to (with its -wal and -shm). */
+const STORE_OF_FILE: readonly [RegExp, keyof StoreBytes][] = [
+  [/^queue\.db(-wal|-shm)?$/, 'queue'],
+  [/^view(-p\d+)?\.db(-wal|-shm)?$/, 'view'],
+  [/^control\.db(-wal|-shm)?$/, 'control'],
+  [/^lifecycle\.db(-wal|-shm)?$/, 'lifecycle'],
+  [/^ingest-stats\.db(-wal|-shm)?$/, 'ingest_stats'],
+];
+
+/** Allocated bytes of a file (0 when it went away meanwhile). */
+function fileBytes(path: string): number {
+  try {
+    return statSync(path).blocks * 512;
+  } catch {
+    return 0;
+  }
+}
 
 export class SqliteLifecycleBackend implements LifecycleBackend {
   readonly #dataDir: string;
@@ -63,6 +82,31 @@ export class SqliteLifecycleBackend implements LifecycleBackend {
   async applied(dataSetId: string, boundSeq: number): Promise<boolean> {
     const eraser = this.#eraserOf(dataSetId);
     return eraser !== null && eraser.offset() > boundSeq;
+  }
+
+  async storeBytes(): Promise<StoreBytes> {
+    const envDir = environmentDir(this.#dataDir, this.#env);
+    const sizes = { queue: 0, body_log: 0, view: 0, control: 0, lifecycle: 0, ingest_stats: 0 };
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(envDir, { withFileTypes: true });
+    } catch {
+      return sizes;
+    }
+    for (const entry of entries) {
+      const path = join(envDir, entry.name);
+      if (entry.isDirectory()) {
+        if (entry.name.startsWith('queue.db-bodies')) for (const f of readdirSync(path)) sizes.body_log += fileBytes(join(path, f));
+        continue;
+      }
+      const store = STORE_OF_FILE.find(([pattern]) => pattern.test(entry.name))?.[1];
+      if (store) sizes[store] += fileBytes(path);
+    }
+    return sizes;
+  }
+
+  async dataSetUsage(dataSetId: string): Promise<{ records: number; event_bytes: number }> {
+    return this.#eraserOf(dataSetId)?.usage(dataSetId) ?? { records: 0, event_bytes: 0 };
   }
 
   async close(): Promise<void> {

@@ -50,9 +50,16 @@ export class SqliteViewEraser implements ViewEraser {
       deleteLinks: db.prepare('DELETE FROM identity_identifiers WHERE data_set_id = ? AND identity_key = ?'),
       linksOf: db.prepare('SELECT identifier FROM identity_identifiers WHERE data_set_id = ? AND identity_key = ?').pluck(),
       linkOf: db.prepare('SELECT identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier = ?').pluck(),
+      usage: db.prepare('SELECT count(*) AS records, sum(length(event)) AS event_bytes FROM view_records WHERE data_set_id = ?'),
       offset: db.prepare('SELECT next_seq FROM consumer_offsets WHERE consumer = ?').pluck(),
       recordPage: db.prepare('SELECT rowid, record_key, identity_key FROM view_records WHERE rowid > ? AND data_set_id = ? ORDER BY rowid LIMIT ?'),
     };
+  }
+
+  /** Records of the data set and the bytes of their events (reads every record of the data set). */
+  usage(dataSetId: string): { records: number; event_bytes: number } {
+    const row = this.#s.usage.get(dataSetId) as { records: number; event_bytes: number | null };
+    return { records: row.records, event_bytes: row.event_bytes ?? 0 };
   }
 
   /** The partition's consumer offset (next sequence number it applies; 1 before the first batch). */

@@ -28,6 +28,7 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     await page.locator('[data-testid="ready-pill"]', { hasText: 'Ready' }).waitFor();
     assert.equal(await cardNumber(page, 'requests-last-hour'), 0);
     assert.equal(await page.locator('#env').textContent(), 'production');
+    assert.match((await page.locator('[data-testid="card-free-space"]').textContent()) ?? '', /Free disk space[\d.]+ (GB|MB)of [\d.]+ (GB|MB) · data [\d.]+ (kB|MB)/);
 
     // 12 requests of 3 events: 2 accepted, 1 without timestamp (207); then one all-rejected 400.
     const rejectedIds: string[] = [];
@@ -100,6 +101,8 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     await eventually('match quality', async () => ((await page.locator('[data-testid="match-quality"]').textContent()) ?? '').includes('purchase'));
     const coverage = (await page.locator('[data-testid="identifier-coverage"]').textContent()) ?? '';
     assert.match(coverage, /email50(\.0)?%/);
+    // Retention and storage size of the data set (issue 23): 24 events in 24 merged records.
+    await eventually('the view storage card', async () => /24 records · retention 180d/.test((await page.locator('[data-testid="card-view-storage"]').textContent()) ?? ''), 30_000);
     assert.ok(!(await page.content()).includes('203.0.113.7'), 'the production console shows no event contents');
     await sleep(2200);
     await screenshot(page, 'data-set');

@@ -70,7 +70,8 @@ test('view retention: records not updated within it leave events get/export and 
   const policy = await cliJson(dataDir, ['data-set', 'policy', 'shop', '--merge-window', '1s', '--max-age', '3s', '--view-retention', '4s']);
   assert.equal(policy.policy.view_retention, '4s');
 
-  const server = await startServer({ dataDir, args: ['--workers', '1'], extraEnv: { ECAPI_VIEW_RETENTION_EVERY: '500ms' } });
+  // ECAPI_LOW_SPACE_PERCENT=100: any disk is "low", so the warning path runs.
+  const server = await startServer({ dataDir, args: ['--workers', '1'], extraEnv: { ECAPI_VIEW_RETENTION_EVERY: '500ms', ECAPI_LOW_SPACE_PERCENT: '100' } });
   try {
     const A = sha('old@example.com');
     const B = sha('new@example.com');
@@ -91,10 +92,26 @@ test('view retention: records not updated within it leave events get/export and 
     assert.equal(stats.totals.events, 3);
     assert.equal(stats.totals.ingest.accepted, 3);
     await waitFor('new-1 to expire too', async () => (await recordOf(dataDir, 'new-1')) === null, 20_000);
+
+    // The disk is visible: bytes per store and free bytes on /metrics, the console's overview and data set page.
+    const admin = `http://127.0.0.1:${server.adminPort}`;
+    const metrics = await (await fetch(`${admin}/metrics`)).text();
+    const gauge = (re: RegExp) => Number(re.exec(metrics)?.[1] ?? Number.NaN);
+    assert.ok(gauge(/^ecapi_storage_bytes\{store="queue"\} (\d+)$/m) > 0);
+    assert.ok(gauge(/^ecapi_storage_bytes\{store="view"\} (\d+)$/m) > 0);
+    assert.ok(gauge(/^ecapi_storage_bytes\{store="control"\} (\d+)$/m) > 0);
+    assert.ok(gauge(/^ecapi_data_dir_free_bytes (\d+)$/m) > 0);
+    const overview = (await (await fetch(`${admin}/api/overview`)).json()) as { storage: { low: boolean; free_bytes: number; stores: Record<string, number> } };
+    assert.equal(overview.storage.low, true);
+    assert.ok(overview.storage.free_bytes > 0 && overview.storage.stores.lifecycle! > 0);
+    const detail = (await (await fetch(`${admin}/api/data-sets/shop`)).json()) as { storage: { records: number }; policy: { view_retention_ms: number } };
+    assert.equal(detail.policy.view_retention_ms, 4000);
+    assert.equal(typeof detail.storage.records, 'number');
   } finally {
     assert.equal(await server.stop(), 0);
   }
   assert.match(server.output(), /"msg":"view retention"/);
+  assert.match(server.output(), /low free space on the data dir/);
 });
 
 test('identities forget, events delete, --suppress and the audit log; bad input changes nothing; no other event is lost while ingesting', { timeout: 120_000 }, async () => {
