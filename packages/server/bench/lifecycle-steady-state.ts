@@ -75,6 +75,9 @@ export interface LifecycleBenchResult {
   readonly steady_state_bytes: number;
   readonly growth_bytes_per_second_first_quarter: number;
   readonly growth_bytes_per_second_last_quarter: number;
+  /** Longest single retention transaction logged by the worker (ms): what a consumer batch may wait for. */
+  readonly longest_retention_transaction_ms: number | null;
+  readonly records_expired: number;
   readonly samples: { t: number; bytes: number; accepted: number }[];
 }
 
@@ -147,6 +150,14 @@ export async function runLifecycleBench(log: (line: string) => void = () => unde
     agent.destroy();
     await server.stop();
   }
+  let longest: number | null = null;
+  let expired = 0;
+  for (const line of server.output().split('\n')) {
+    if (!line.includes('"msg":"view retention"')) continue;
+    const entry = JSON.parse(line) as { longest_transaction_ms: number; deleted_records: number };
+    longest = Math.max(longest ?? 0, entry.longest_transaction_ms);
+    expired += entry.deleted_records;
+  }
   // Bytes per event: the size when the first events reach the retention, over the events by then.
   const boundary = samples.find((s) => s.t * 1000 >= retentionMs) ?? samples[samples.length - 1]!;
   const quarter = Math.max(2, Math.floor(samples.length / 4));
@@ -161,6 +172,8 @@ export async function runLifecycleBench(log: (line: string) => void = () => unde
     steady_state_bytes: Math.round(last.reduce((a, s) => a + s.bytes, 0) / last.length),
     growth_bytes_per_second_first_quarter: Math.round(slope(samples.slice(0, quarter))),
     growth_bytes_per_second_last_quarter: Math.round(slope(last)),
+    longest_retention_transaction_ms: longest,
+    records_expired: expired,
     samples,
   };
   rmSync(dataDir, { recursive: true, force: true });

@@ -129,19 +129,26 @@ export class LifecycleRunner {
 
   async #retention(nowMs: number): Promise<void> {
     const total: ErasedCounts = zeroCounts();
+    // The longest single transaction: what a consumer batch may have waited for.
+    let longestMs = 0;
     for (const dataSet of await this.#o.controlPlane.listDataSets()) {
       const eraser = await this.#b.viewEraser(dataSet.id);
       if (!eraser) return;
       const cutoff = nowMs - dataSet.policy.viewRetentionMs;
       for (;;) {
+        const started = performance.now();
         const counts = await eraser.expire(dataSet.id, cutoff, EXPIRE_BATCH);
+        longestMs = Math.max(longestMs, performance.now() - started);
         addCounts(total, counts);
         await yieldLoop();
         if (counts.records < EXPIRE_BATCH) break;
       }
     }
     if (total.records > 0) {
-      this.#o.logger.info({ deleted_records: total.records, deleted_identities: total.identities, deleted_links: total.links }, 'view retention');
+      this.#o.logger.info(
+        { deleted_records: total.records, deleted_identities: total.identities, deleted_links: total.links, longest_transaction_ms: Math.round(longestMs * 10) / 10 },
+        'view retention',
+      );
     }
   }
 
