@@ -84,6 +84,11 @@ export interface LifecycleStore {
   pending(): Promise<DeletionRequest[]>;
   /** The audit log: every request, newest first (targets of done requests are cleared). */
   audit(dataSetId?: string, limit?: number): Promise<DeletionRequest[]>;
+  /**
+   * Claims a pending request for `forMs` (false when another worker holds it): with several workers
+   * (PostgreSQL) one carries a request out; a claim that lapsed (a worker died) is taken over.
+   */
+  claim(id: number, forMs: number): Promise<boolean>;
   /** Adds digests to a data set's suppression list (idempotent); returns how many were new. */
   suppress(dataSetId: string, digests: readonly string[], requestId: number): Promise<number>;
   /** Marks a request done with its counts and clears its target (the only clear identifier kept). */
@@ -116,8 +121,11 @@ export interface IdentityToErase {
 export interface ViewEraser {
   /** The identity (root and absorbed keys) and its identifiers, or null when unknown. */
   findIdentity(dataSetId: string, target: { identifier: string } | { identityKey: string }): Promise<IdentityToErase | null>;
-  /** Deletes up to `limit` records last updated before `cutoffMs` (identities left without a record go too). */
-  expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts>;
+  /**
+   * Deletes up to `limit` records last updated before `cutoffMs` (identities left without a record
+   * go too). `heldMs`: how long the transaction held its write lock (not counting the wait for it).
+   */
+  expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts & { heldMs: number }>;
   /** Deletes one record by its key (and its identity when it was the identity's last record). */
   deleteRecord(dataSetId: string, recordKey: string): Promise<ErasedCounts>;
   /**

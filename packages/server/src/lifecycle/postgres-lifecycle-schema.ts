@@ -17,7 +17,8 @@ CREATE TABLE deletion_requests (
   requested_at bigint NOT NULL,
   state text NOT NULL,
   done_at bigint,
-  result text
+  result text,
+  claimed_until bigint
 );
 CREATE INDEX deletion_requests_pending ON deletion_requests (state) WHERE state = 'pending';
 CREATE TABLE suppressions (

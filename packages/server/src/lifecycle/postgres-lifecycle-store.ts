@@ -69,6 +69,14 @@ export class PostgresLifecycleStore implements LifecycleStore {
     return rows.map(deletionRequestOf);
   }
 
+  async claim(id: number, forMs: number, nowMs = Date.now()): Promise<boolean> {
+    const { rowCount } = await this.#pool.query(
+      "UPDATE deletion_requests SET claimed_until = $1 WHERE id = $2 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3)",
+      [nowMs + forMs, id, nowMs],
+    );
+    return rowCount === 1;
+  }
+
   async suppress(dataSetId: string, digests: readonly string[], requestId: number, nowMs = Date.now()): Promise<number> {
     return inTransaction(this.#pool, async (db) => {
       const { rowCount } = await db.query(

@@ -73,8 +73,9 @@ export class PostgresViewEraser implements ViewEraser {
     return { root, keys, identifiers: rows.map((r) => r.identifier) };
   }
 
-  async expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts> {
+  async expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts & { heldMs: number }> {
     const counts = zeroCounts();
+    const started = performance.now();
     await inTransaction(this.#pool, async (db) => {
       // SKIP LOCKED: a record a consumer batch is updating right now is left for the next round.
       const { rows } = await db.query<RecordIdentityRow>(
@@ -84,7 +85,8 @@ export class PostgresViewEraser implements ViewEraser {
       );
       for (const row of rows) await dropRecord(db, dataSetId, row, counts);
     });
-    return counts;
+    // Row locks only, held from the SELECT … FOR UPDATE to the commit.
+    return { ...counts, heldMs: performance.now() - started };
   }
 
   async deleteRecord(dataSetId: string, recordKey: string): Promise<ErasedCounts> {

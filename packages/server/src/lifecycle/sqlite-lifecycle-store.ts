@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS deletion_requests (
   requested_at INTEGER NOT NULL,
   state TEXT NOT NULL,
   done_at INTEGER,
-  result TEXT
+  result TEXT,
+  claimed_until INTEGER
 );
 CREATE INDEX IF NOT EXISTS deletion_requests_pending ON deletion_requests (state) WHERE state = 'pending';
 CREATE TABLE IF NOT EXISTS suppressions (
@@ -113,6 +114,13 @@ export class SqliteLifecycleStore implements LifecycleStore {
         ? this.#db.prepare('SELECT * FROM deletion_requests ORDER BY id DESC LIMIT ?').all(limit)
         : this.#db.prepare('SELECT * FROM deletion_requests WHERE data_set_id = ? ORDER BY id DESC LIMIT ?').all(dataSetId, limit);
     return (rows as DeletionRequestRow[]).map(deletionRequestOf);
+  }
+
+  async claim(id: number, forMs: number, nowMs = Date.now()): Promise<boolean> {
+    const { changes } = this.#db
+      .prepare("UPDATE deletion_requests SET claimed_until = ? WHERE id = ? AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < ?)")
+      .run(nowMs + forMs, id, nowMs);
+    return changes === 1;
   }
 
   async suppress(dataSetId: string, digests: readonly string[], requestId: number, nowMs = Date.now()): Promise<number> {

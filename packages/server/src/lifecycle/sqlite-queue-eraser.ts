@@ -4,9 +4,9 @@
  * were, and every reader skips it (segment-records.ts appendSegmentRecords).
  *
  * Rules:
- * - A page of segments is read and decoded with no lock held; only the UPDATEs of the segments that
- *   changed run in a write transaction, so ingest writers (which poll the lock) wait for a few
- *   UPDATEs, never for the decoding.
+ * - A page of segments is read and decoded with no lock held; each segment that changed is then
+ *   rewritten in a write transaction of its own, so an ingest writer (which polls the lock) waits
+ *   for one UPDATE at most, never for the decoding.
  * - A segment whose body is in the body log is rewritten inline (a JSON array with the erased
  *   events null) and its row no longer points into the log. The log's bytes of that body are then
  *   overwritten with zeros and synced, one runner tick LATER (`overwritePending`), so that a reader
@@ -79,10 +79,11 @@ export class SqliteQueueEraser implements QueueEraser {
     }
     if (updates.length > 0) {
       const update = db.prepare('UPDATE queue_segments SET events = ?, body_file = NULL, body_offset = NULL, body_length = NULL WHERE first_seq = ?');
-      db.transaction(() => {
-        for (const u of updates) update.run(u.events, u.firstSeq);
-      }).immediate();
-      for (const u of updates) if (u.logged) this.#toOverwrite.push(u.logged);
+      // One segment per transaction (a rewritten body can be ~1 MB): an ingest commit waits for one UPDATE at most.
+      for (const u of updates) {
+        db.transaction(() => update.run(u.events, u.firstSeq)).immediate();
+        if (u.logged) this.#toOverwrite.push(u.logged);
+      }
     }
     return { events: erased, next: rows.length < limit ? null : rows[rows.length - 1]!.first_seq };
   }

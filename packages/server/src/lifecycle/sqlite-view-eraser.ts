@@ -31,6 +31,11 @@ export class SqliteViewEraser implements ViewEraser {
   constructor(viewFile: string) {
     this.#db = new Database(viewFile, { fileMustExist: true });
     this.#db.pragma('busy_timeout = 5000');
+    // As the consumer's connection: retention that a power loss rolls back runs again next round.
+    // Deletions of a person's data sync their commit (#durably), since the request is then marked done.
+    this.#db.pragma('synchronous = NORMAL');
+    // Checkpoints are the worker main thread's (consumer/view-checkpointer.ts), never inside a deletion's commit.
+    this.#db.pragma('wal_autocheckpoint = 65536');
     // Deleted rows are overwritten with zeros where that costs no extra I/O; the rest of their pages
     // is reused by later inserts (the file does not grow while retention frees as much as comes in).
     this.#db.pragma('secure_delete = FAST');
@@ -43,6 +48,8 @@ export class SqliteViewEraser implements ViewEraser {
       ),
       recordByKey: db.prepare('SELECT rowid, record_key, identity_key FROM view_records WHERE data_set_id = ? AND record_key = ?'),
       deleteRecord: db.prepare('DELETE FROM view_records WHERE rowid = ?'),
+      // The key too: a rowid read outside the transaction could have been reused meanwhile.
+      deleteRecordOf: db.prepare('DELETE FROM view_records WHERE rowid = ? AND data_set_id = ? AND record_key = ?'),
       node: db.prepare('SELECT identity_key, parent, event_count FROM identity_nodes WHERE data_set_id = ? AND identity_key = ?'),
       decrement: db.prepare('UPDATE identity_nodes SET event_count = event_count - 1 WHERE data_set_id = ? AND identity_key = ? RETURNING event_count').pluck(),
       members: db.prepare('SELECT identity_key FROM identity_nodes INDEXED BY identity_nodes_parent WHERE data_set_id = ? AND parent = ?').pluck(),
@@ -65,6 +72,16 @@ export class SqliteViewEraser implements ViewEraser {
   /** The partition's consumer offset (next sequence number it applies; 1 before the first batch). */
   offset(): number {
     return (this.#s.offset.get(VIEW_CONSUMER) as number | undefined) ?? 1;
+  }
+
+  /** Runs `work` with synchronous=FULL: its commits are on disk before the request is marked done. */
+  #durably<T>(work: () => T): T {
+    this.#db.pragma('synchronous = FULL');
+    try {
+      return work();
+    } finally {
+      this.#db.pragma('synchronous = NORMAL');
+    }
   }
 
   #rootOf(dataSetId: string, key: string): string | null {
@@ -101,40 +118,47 @@ export class SqliteViewEraser implements ViewEraser {
     if (left !== undefined && left <= 0) this.#dropIdentity(dataSetId, root, counts);
   }
 
-  async expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts> {
+  async expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts & { heldMs: number }> {
     const counts = zeroCounts();
+    let locked = 0;
     this.#db.transaction(() => {
+      locked = performance.now(); // BEGIN IMMEDIATE has the write lock now
       for (const row of this.#s.expired.all(dataSetId, cutoffMs, limit) as RecordIdentityRow[]) this.#dropRecord(dataSetId, row, counts);
     }).immediate();
-    return counts;
+    return { ...counts, heldMs: performance.now() - locked };
   }
 
   async deleteRecord(dataSetId: string, recordKey: string): Promise<ErasedCounts> {
     const counts = zeroCounts();
-    this.#db.transaction(() => {
-      const row = this.#s.recordByKey.get(dataSetId, recordKey) as RecordIdentityRow | undefined;
-      if (row) this.#dropRecord(dataSetId, row, counts);
-    }).immediate();
+    this.#durably(() =>
+      this.#db.transaction(() => {
+        const row = this.#s.recordByKey.get(dataSetId, recordKey) as RecordIdentityRow | undefined;
+        if (row) this.#dropRecord(dataSetId, row, counts);
+      }).immediate(),
+    );
     return counts;
   }
 
   /** The cursor is a rowid: a scan in rowid order, so that no index is needed on the consumer's path. */
   async deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, afterRowid: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null }> {
     const counts = zeroCounts();
-    let next: number | null = null;
-    this.#db.transaction(() => {
-      const rows = this.#s.recordPage.all(afterRowid, dataSetId, limit) as RecordIdentityRow[];
-      for (const row of rows) {
-        if (row.identity_key !== null && keys.has(row.identity_key)) counts.records += this.#s.deleteRecord.run(row.rowid).changes;
-      }
-      next = rows.length < limit ? null : rows[rows.length - 1]!.rowid;
-    }).immediate();
-    return { counts, next };
+    // The page is read without the write lock; only the deletes take it. A record that changed
+    // identity meanwhile is still one of the identity's (its keys only grow by absorbing others).
+    const rows = this.#s.recordPage.all(afterRowid, dataSetId, limit) as RecordIdentityRow[];
+    const doomed = rows.filter((row) => row.identity_key !== null && keys.has(row.identity_key));
+    if (doomed.length > 0) {
+      this.#durably(() =>
+        this.#db.transaction(() => {
+          for (const row of doomed) counts.records += this.#s.deleteRecordOf.run(row.rowid, dataSetId, row.record_key).changes;
+        }).immediate(),
+      );
+    }
+    return { counts, next: rows.length < limit ? null : rows[rows.length - 1]!.rowid };
   }
 
   async deleteIdentity(dataSetId: string, root: string): Promise<ErasedCounts> {
     const counts = zeroCounts();
-    this.#db.transaction(() => this.#dropIdentity(dataSetId, root, counts)).immediate();
+    this.#durably(() => this.#db.transaction(() => this.#dropIdentity(dataSetId, root, counts)).immediate());
     return counts;
   }
 
