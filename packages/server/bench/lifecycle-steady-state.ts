@@ -15,13 +15,14 @@
  * Env: BENCH_LIFECYCLE_SECONDS (300), BENCH_LIFECYCLE_RATE (2000 events/s), BENCH_LIFECYCLE_RETENTION
  * (60s: both the view retention and `worker --retention`).
  */
-import { createHash, createHmac } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { lstatSync, readdirSync, rmSync } from 'node:fs';
-import { Agent, request as httpsRequest } from 'node:https';
+import { Agent } from 'node:https';
 import { join } from 'node:path';
 import { parseDurationMs } from '../src/control/duration.js';
 import { cliJson, provision, startServer, tempDataDir } from '../test/helpers/server-process.js';
 import { UNLIMITED } from './bench-service.js';
+import { postBody } from './balanced-pipeline.js';
 
 const DS = 'bench';
 const EVENTS_PER_REQUEST = 100;
@@ -77,6 +78,8 @@ export interface LifecycleBenchResult {
   readonly growth_bytes_per_second_last_quarter: number;
   /** Longest single retention transaction logged by the worker (ms): what a consumer batch may wait for. */
   readonly longest_retention_transaction_ms: number | null;
+  readonly mean_retention_transaction_ms: number | null;
+  readonly retention_transactions: number;
   readonly records_expired: number;
   readonly samples: { t: number; bytes: number; accepted: number }[];
 }
@@ -116,31 +119,13 @@ export async function runLifecycleBench(log: (line: string) => void = () => unde
       const due = started + (i * 1000) / requestsPerSecond;
       const wait = due - performance.now();
       if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-      const body = bodyOf(run, i);
-      const p = new Promise<void>((resolve) => {
-        const req = httpsRequest(
-          {
-            host: '127.0.0.1', servername: 'localhost', port: server.port, agent, method: 'POST', path: '/v1/events',
-            headers: {
-              'content-type': 'application/json', accept: 'application/json', 'x-service-key-id': creds.keyId, 'x-service-data-set': DS,
-              'x-service-signature': createHmac('sha256', creds.secret).update(body).digest('hex'), 'content-length': body.length,
-            },
-          },
-          (res) => {
-            res.resume();
-            res.on('end', () => {
-              if (res.statusCode === 200) accepted += EVENTS_PER_REQUEST;
-              else failed++;
-              resolve();
-            });
-          },
-        );
-        req.on('error', () => {
-          failed++;
+      const p = new Promise<void>((resolve) =>
+        postBody(agent, server.port, creds, DS, bodyOf(run, i), (status) => {
+          if (status === 200) accepted += EVENTS_PER_REQUEST;
+          else failed++;
           resolve();
-        });
-        req.end(body);
-      });
+        }),
+      );
       inFlight.add(p);
       void p.then(() => inFlight.delete(p));
     }
@@ -152,11 +137,15 @@ export async function runLifecycleBench(log: (line: string) => void = () => unde
   }
   let longest: number | null = null;
   let expired = 0;
+  let transactions = 0;
+  let heldMs = 0;
   for (const line of server.output().split('\n')) {
     if (!line.includes('"msg":"view retention"')) continue;
-    const entry = JSON.parse(line) as { longest_transaction_ms: number; deleted_records: number };
+    const entry = JSON.parse(line) as { longest_transaction_ms: number; mean_transaction_ms: number; transactions: number; deleted_records: number };
     longest = Math.max(longest ?? 0, entry.longest_transaction_ms);
     expired += entry.deleted_records;
+    transactions += entry.transactions;
+    heldMs += entry.mean_transaction_ms * entry.transactions;
   }
   // Bytes per event: the size when the first events reach the retention, over the events by then.
   const boundary = samples.find((s) => s.t * 1000 >= retentionMs) ?? samples[samples.length - 1]!;
@@ -173,6 +162,8 @@ export async function runLifecycleBench(log: (line: string) => void = () => unde
     growth_bytes_per_second_first_quarter: Math.round(slope(samples.slice(0, quarter))),
     growth_bytes_per_second_last_quarter: Math.round(slope(last)),
     longest_retention_transaction_ms: longest,
+    mean_retention_transaction_ms: transactions > 0 ? Math.round((heldMs / transactions) * 10) / 10 : null,
+    retention_transactions: transactions,
     records_expired: expired,
     samples,
   };

@@ -63,28 +63,32 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
   try {
     const windows = new MergeWindows(storage.controlPlane());
     await windows.refresh();
-    // View retention and deletion requests, beside the consumer (lifecycle/lifecycle-runner.ts).
+    // View retention and deletion requests, beside the consumer (lifecycle/lifecycle-runner.ts); it
+    // stops with the worker, or when the consumer loop ends for any other reason (an error).
+    let endLifecycle!: () => void;
+    const consumerEnded = new Promise<void>((resolve) => (endLifecycle = resolve));
     const lifecycle = new LifecycleRunner({
       backend: storage.lifecycle(),
       controlPlane: storage.controlPlane(),
       logger: options.logger,
       ...(options.viewRetentionEveryMs !== undefined ? { retentionEveryMs: options.viewRetentionEveryMs } : {}),
     });
-    const lifecycleDone = lifecycle.run(options.stopped);
+    const lifecycleDone = lifecycle.run(Promise.race([options.stopped, consumerEnded]));
     try {
-    await storage.runConsumer({
-      logger: options.logger,
-      stopped: options.stopped,
-      batchSize: options.batchSize ?? DEFAULT_BATCH_SIZE,
-      ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
-      ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
-      ...(options.retentionEveryMs !== undefined ? { retentionEveryMs: options.retentionEveryMs } : {}),
-      ...(options.viewPartitions !== undefined ? { viewPartitions: options.viewPartitions } : {}),
-      mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
-      mergeWindows: () => windows.entries(),
-      onTick: () => windows.refresh(),
-    });
+      await storage.runConsumer({
+        logger: options.logger,
+        stopped: options.stopped,
+        batchSize: options.batchSize ?? DEFAULT_BATCH_SIZE,
+        ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+        ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
+        ...(options.retentionEveryMs !== undefined ? { retentionEveryMs: options.retentionEveryMs } : {}),
+        ...(options.viewPartitions !== undefined ? { viewPartitions: options.viewPartitions } : {}),
+        mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
+        mergeWindows: () => windows.entries(),
+        onTick: () => windows.refresh(),
+      });
     } finally {
+      endLifecycle();
       await lifecycleDone;
     }
   } finally {

@@ -137,6 +137,22 @@ export interface ViewEraser {
   deleteIdentity(dataSetId: string, root: string): Promise<ErasedCounts>;
 }
 
+/**
+ * Erases, in a segment's events, those that `match`: each becomes null, so the others keep their
+ * sequence numbers (segment-records.ts skips nulls). Returns how many were erased.
+ */
+export function eraseMatching(events: (Record<string, unknown> | null)[], match: (event: Record<string, unknown>) => boolean): number {
+  let erased = 0;
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i];
+    if (event !== null && event !== undefined && match(event)) {
+      events[i] = null;
+      erased++;
+    }
+  }
+  return erased;
+}
+
 /** Erasure of queued events (an erased event becomes null in its segment; readers skip it). */
 export interface QueueEraser {
   /**

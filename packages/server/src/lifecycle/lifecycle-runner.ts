@@ -134,6 +134,8 @@ export class LifecycleRunner {
     const total: ErasedCounts = zeroCounts();
     // The longest write-lock hold of one transaction: what a consumer batch may have waited for.
     let longestMs = 0;
+    let heldMs = 0;
+    let transactions = 0;
     for (const dataSet of await this.#o.controlPlane.listDataSets()) {
       const eraser = await this.#b.viewEraser(dataSet.id);
       if (!eraser) return;
@@ -141,6 +143,8 @@ export class LifecycleRunner {
       for (;;) {
         const counts = await eraser.expire(dataSet.id, cutoff, EXPIRE_BATCH);
         longestMs = Math.max(longestMs, counts.heldMs);
+        heldMs += counts.heldMs;
+        transactions++;
         addCounts(total, counts);
         await yieldLoop();
         if (counts.records < EXPIRE_BATCH) break;
@@ -148,7 +152,14 @@ export class LifecycleRunner {
     }
     if (total.records > 0) {
       this.#o.logger.info(
-        { deleted_records: total.records, deleted_identities: total.identities, deleted_links: total.links, longest_transaction_ms: Math.round(longestMs * 10) / 10 },
+        {
+          deleted_records: total.records,
+          deleted_identities: total.identities,
+          deleted_links: total.links,
+          transactions,
+          mean_transaction_ms: Math.round((heldMs / transactions) * 10) / 10,
+          longest_transaction_ms: Math.round(longestMs * 10) / 10,
+        },
         'view retention',
       );
     }

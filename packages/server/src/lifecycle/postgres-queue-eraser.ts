@@ -11,7 +11,7 @@
 import { segmentEvents } from '../queue/segment-records.js';
 import type { Pool } from '../storage/postgres/database.js';
 import { partitionOf } from '../storage/postgres/partitions.js';
-import type { QueueEraser } from './lifecycle-backend.js';
+import { eraseMatching, type QueueEraser } from './lifecycle-backend.js';
 
 export class PostgresQueueEraser implements QueueEraser {
   readonly #pool: Pool;
@@ -37,14 +37,7 @@ export class PostgresQueueEraser implements QueueEraser {
     const texts: string[] = [];
     for (const row of rows) {
       const events = segmentEvents(row.raw ? Buffer.from(row.events, 'utf8') : row.events) as (Record<string, unknown> | null)[];
-      let changed = 0;
-      for (let i = 0; i < events.length; i++) {
-        const event = events[i];
-        if (event !== null && event !== undefined && match(event)) {
-          events[i] = null;
-          changed++;
-        }
-      }
+      const changed = eraseMatching(events, match);
       if (changed === 0) continue;
       erased += changed;
       seqs.push(row.first_seq);

@@ -20,7 +20,7 @@ import { closeSync, fdatasyncSync, openSync, writeSync } from 'node:fs';
 import { segmentEvents } from '../queue/segment-records.js';
 import { bodyLogDir, bodyLogFile } from '../queue/sqlite-body-log.js';
 import { openQueueDatabase, rowEvents, type SegmentRow } from '../queue/sqlite-queue-store.js';
-import type { QueueEraser } from './lifecycle-backend.js';
+import { eraseMatching, type QueueEraser } from './lifecycle-backend.js';
 
 interface LoggedBytes {
   readonly fileNo: number;
@@ -64,14 +64,7 @@ export class SqliteQueueEraser implements QueueEraser {
     for (const row of rows) {
       if (row.data_set_id !== dataSetId) continue;
       const events = segmentEvents(rowEvents(row, logDir)) as (Record<string, unknown> | null)[];
-      let changed = 0;
-      for (let i = 0; i < events.length; i++) {
-        const event = events[i];
-        if (event !== null && event !== undefined && match(event)) {
-          events[i] = null;
-          changed++;
-        }
-      }
+      const changed = eraseMatching(events, match);
       if (changed === 0) continue;
       erased += changed;
       const logged = typeof row.body_file === 'number' ? { fileNo: row.body_file, offset: row.body_offset!, length: row.body_length! } : null;

@@ -12,16 +12,9 @@ import { join } from 'node:path';
 import { cli, cliJson, exportQueue, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
+import { waitFor as waitForEvery } from '../helpers/fault-tools.js';
 
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const waitFor = <T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000) => waitForEvery(what, fn, timeoutMs);
 
 /** An event stamped now (whole seconds), so that a short --max-age accepts it. */
 const event = (id: string, userData: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
