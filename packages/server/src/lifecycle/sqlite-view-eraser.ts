@@ -74,13 +74,18 @@ export class SqliteViewEraser implements ViewEraser {
     return (this.#s.offset.get(VIEW_CONSUMER) as number | undefined) ?? 1;
   }
 
-  /** Runs `work` with synchronous=FULL: its commits are on disk before the request is marked done. */
+  /**
+   * Runs `work` with synchronous=FULL (its commits are on disk before the request is marked done) and
+   * secure_delete=ON (every deleted byte is overwritten, not only where that costs no extra I/O).
+   */
   #durably<T>(work: () => T): T {
     this.#db.pragma('synchronous = FULL');
+    this.#db.pragma('secure_delete = ON');
     try {
       return work();
     } finally {
       this.#db.pragma('synchronous = NORMAL');
+      this.#db.pragma('secure_delete = FAST');
     }
   }
 
