@@ -202,9 +202,15 @@ test('identities forget, events delete, --suppress and the audit log; bad input 
     // The body-log bytes are overwritten within a few worker rounds.
     if (embedded) await waitFor('the body-log bytes to be overwritten', async () => !logBytes().includes(A), 10_000);
 
-    // events delete: one event, view and queue.
-    const deleted = await cliJson(dataDir, ['events', 'delete', 'shop', 'solo-1']);
-    assert.equal(deleted.state, 'done');
+    // events delete: one event, view and queue. --no-wait: recorded, exit code 3 while pending.
+    const queued = await cli(dataDir, ['--json', 'events', 'delete', 'shop', 'solo-1', '--no-wait']);
+    assert.equal(queued.code, 3);
+    assert.equal(JSON.parse(queued.stdout).state, 'pending');
+    const deleted = await waitFor('the worker to carry the deletion out', async () => {
+      const entry = (await cliJson(dataDir, ['deletions', 'shop']))[0];
+      return entry.state === 'done' ? entry : undefined;
+    });
+    assert.equal(deleted.kind, 'delete_event');
     assert.equal(deleted.result.view_records, 1);
     assert.equal(deleted.result.queue_events, 1);
     assert.equal(await recordOf(dataDir, 'solo-1'), null);
