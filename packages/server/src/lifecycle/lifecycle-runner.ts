@@ -20,7 +20,7 @@ import { recordKeyForId } from '../merged-view/merge.js';
 import type { Logger } from '../observability/logger.js';
 import { addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type LifecycleBackend, SUPPRESSION_REFRESH_MS } from './lifecycle-backend.js';
 
-/** Rows per retention or deletion transaction: a few milliseconds of the view file's write lock. */
+/** Records per retention transaction: about 2 ms of the view file's write lock (bench/README.md "Data lifecycle"). */
 export const EXPIRE_BATCH = 100;
 const SCAN_BATCH = 2000;
 /** How long a worker holds a request it carries out before another may take it over (its deletes are idempotent). */
