@@ -11,9 +11,9 @@ import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { DEFAULT_PORTS, parseEnvironment, type Environment, type ServeConfig } from '../config.js';
+import { MAX_POLICY_WINDOW_SECONDS } from '../control/data-set-policy.js';
+import { MAX_ROTATION_GRACE_MS } from '../control/control-plane-service.js';
 import {
-  MAX_POLICY_WINDOW_SECONDS,
-  MAX_ROTATION_GRACE_MS,
   type ControlPlane,
   type DataSetRecord,
   type KeyRecord,

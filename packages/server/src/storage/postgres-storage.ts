@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import type { Environment } from '../config.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { masterKeyLoader } from '../control/secret-box.js';
-import { PostgresControlPlane } from '../control/postgres-control-plane.js';
+import { ControlPlaneService } from '../control/control-plane-service.js';
+import { PostgresControlStore } from '../control/postgres-control-store.js';
 import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { acceptedCounts, PostgresEventQueue, readSegments } from '../queue/postgres-event-queue.js';
 import { PostgresIngestStatsStore, PostgresViewStore } from '../merged-view/postgres-view-store.js';
@@ -63,9 +64,10 @@ export class PostgresStorage implements Storage {
   controlPlane(): ControlPlane {
     // Loaded and checked against the fingerprint in the database when a secret is first sealed or
     // opened: every node must use the same master key.
-    return (this.#control ??= new PostgresControlPlane(this.#pool, masterKeyLoader({ dataDir: this.#dataDir, keyFile: this.#masterKeyFile }), Date.now, {
-      name: `PostgreSQL schema ecapi_${this.#env}`,
-    }));
+    return (this.#control ??= new ControlPlaneService(
+      new PostgresControlStore(this.#pool, { name: `PostgreSQL schema ecapi_${this.#env}` }),
+      masterKeyLoader({ dataDir: this.#dataDir, keyFile: this.#masterKeyFile }),
+    ));
   }
 
   openQueue(observer?: QueueCommitObserver): EventQueue {

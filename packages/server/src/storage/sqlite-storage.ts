@@ -9,7 +9,8 @@ import { existsSync } from 'node:fs';
 import { ENVIRONMENTS, ingestStatsDbFile, queueDbFile, viewDbFile, controlDbFile, type Environment } from '../config.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { masterKeyLoader } from '../control/secret-box.js';
-import { SqliteControlPlane } from '../control/sqlite-control-plane.js';
+import { ControlPlaneService } from '../control/control-plane-service.js';
+import { SqliteControlStore } from '../control/sqlite-control-store.js';
 import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { SqliteEventQueue } from '../queue/sqlite-event-queue.js';
 import { openQueueDatabase, readRecords, SqliteAcceptedCounts } from '../queue/sqlite-queue-store.js';
@@ -65,11 +66,11 @@ export class SqliteStorage implements Storage {
   controlPlane(): ControlPlane {
     // The master key is loaded (and checked against the control plane) when a secret is first sealed
     // or opened, so commands that never unseal (queue export, events, stats) work without it.
-    return (this.#control ??= new SqliteControlPlane(
-      controlDbFile(this.#dataDir, this.#env),
+    return (this.#control ??= new ControlPlaneService(
+      new SqliteControlStore(controlDbFile(this.#dataDir, this.#env), {
+        sealedElsewhere: () => otherEnvironmentsHoldSecrets(this.#dataDir, this.#env),
+      }),
       masterKeyLoader({ dataDir: this.#dataDir, keyFile: this.#masterKeyFile }),
-      Date.now,
-      { sealedElsewhere: () => otherEnvironmentsHoldSecrets(this.#dataDir, this.#env) },
     ));
   }
 
