@@ -92,7 +92,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     storage.ingestStats({ busyTimeoutMs: 100 }),
     { onError: (error) => logger.warn({ err: { message: error.message } }, 'ingest stats flush failed; will retry') },
   );
-  const statsReader = new StatsReader(config.dataDir, config.env, storage);
+  const statsReader = new StatsReader(storage);
   registerConsumerLagGauges(metrics.registry, statsReader);
   // Operator console: live figures from this process (test events only with --env test).
   const live = new LiveRecorder(metrics, { testEnvironment: config.env === 'test' });

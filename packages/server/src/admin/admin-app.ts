@@ -10,7 +10,7 @@
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { parseSince } from '../analytics/stats-reader.js';
-import { AdminHostCheck, AdminAuthThrottle, tokenMatches } from './admin-guard.js';
+import { AdminHostCheck, AdminAuthThrottle, tokenMatches, type AdminAuthGate } from './admin-guard.js';
 import { AdminSessions, registerConsole, sessionCookieOf, type ConsoleDeps } from './console-api.js';
 
 export interface AdminAppConfig {
@@ -20,15 +20,6 @@ export interface AdminAppConfig {
   readonly adminHost?: string | undefined;
   /** More accepted Host names (`name` or `name:port`): a proxy's or a DNS name in front of the port. */
   readonly allowedHosts?: readonly string[] | undefined;
-}
-
-/** Fastify-side view of the throttle and token, shared with the console's login route. */
-export interface AdminAuthGate {
-  readonly tokenRequired: boolean;
-  /** Answers 429 (and returns true) when the client is throttled; its token must then not be looked at. */
-  refuseIfThrottled(request: FastifyRequest, reply: FastifyReply): Promise<boolean>;
-  /** Constant-time comparison; a wrong token counts against the client. */
-  checkToken(request: FastifyRequest, sent: string): boolean;
 }
 
 export interface MetricsSource {

@@ -7,7 +7,7 @@ import { Command, Option } from 'commander';
 import { parseSince, StatsReader } from '../analytics/stats-reader.js';
 import type { StatsDocument, StatsFigures } from '../analytics/hourly.js';
 import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
-import { runViewWorker } from '../consumer/view-worker.js';
+import { runViewWorker } from '../view-worker.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
@@ -56,7 +56,7 @@ function statsText(doc: StatsDocument): string {
 export function registerViewCommands(program: Command, ctx: CliContext): void {
   const withReader = <T>(fn: (reader: StatsReader) => Promise<T>): Promise<T> =>
     ctx.withStorage(async (storage, g) => {
-      const reader = new StatsReader(g.dataDir, g.env, storage);
+      const reader = new StatsReader(storage);
       try {
         return await fn(reader);
       } finally {

@@ -100,7 +100,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   };
 
   const aggregator = new AggregatorRegistry();
-  const statsReader = new StatsReader(config.dataDir, config.env, storage);
+  const statsReader = new StatsReader(storage);
   // Operator console: the workers' live deltas (IPC, every second) summed here; control plane read for the data-set pages.
   const liveStore = new LiveStore({ env: config.env });
   const consoleControlPlane = storage.controlPlane();

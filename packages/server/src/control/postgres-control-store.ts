@@ -7,7 +7,7 @@
  * Ids sort with COLLATE "C" (byte order, as SQLite sorts), whatever the database's collation.
  * Rows read to be changed are locked FOR UPDATE: two nodes patching one policy serialise.
  */
-import { inTransaction, type Pool, type PoolClient } from '../storage/postgres/database.js';
+import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import type { ControlRows, ControlStore, DataSetRow, GrantRow, KeyRow } from './control-store.js';
 
 type Queryable = Pick<PoolClient, 'query'>;

@@ -22,7 +22,7 @@ import {
   type ViewStore,
   type ViewTransaction,
 } from './view-store.js';
-import { inTransaction, type Pool, type PoolClient } from '../storage/postgres/database.js';
+import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 
 

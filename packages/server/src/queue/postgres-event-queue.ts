@@ -17,8 +17,8 @@
 import { QueueUnavailableError } from '../errors.js';
 import type { AppendReceipt, EventQueue, QueueAppend, QueueCommitObserver, QueueHealth, QueueRecord, ReadOptions } from './event-queue.js';
 import { appendSegmentRecords, segmentEvents, type SegmentHeader } from './segment-records.js';
-import { partitionOf } from '../storage/postgres/partitions.js';
-import type { Pool } from '../storage/postgres/database.js';
+import { partitionOf } from '../postgres/partitions.js';
+import type { Pool } from '../postgres/database.js';
 
 interface PendingAppend {
   readonly params: unknown[];

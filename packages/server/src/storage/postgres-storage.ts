@@ -15,14 +15,14 @@ import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { acceptedCounts, PostgresEventQueue, readSegments } from '../queue/postgres-event-queue.js';
 import { PostgresIngestStatsStore, PostgresViewStore } from '../merged-view/postgres-view-store.js';
 import type { IngestStatsStore } from '../merged-view/view-store.js';
-import { lagOf } from '../consumer/sqlite-queue-source.js';
+import { lagOf } from '../consumer/consumer-lag.js';
 import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
 import { DatabaseLeaseChannel } from '../rate-limit/database-lease-channel.js';
 import { LeasedRateLimiter } from '../rate-limit/leased-rate-limiter.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
-import { createPool, redactUrl, type Pool } from './postgres/database.js';
-import { QUEUE_PARTITIONS } from './postgres/migrations.js';
-import { partitionConsumer } from './postgres/partitions.js';
+import { createPool, redactUrl, type Pool } from '../postgres/database.js';
+import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
+import { partitionConsumer } from '../postgres/partitions.js';
 import { runPartitionedConsumer } from './postgres/partitioned-consumer.js';
 import type { ConsumerRunOptions, QueueReader, Storage } from './storage.js';
 

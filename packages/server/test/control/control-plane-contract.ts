@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { ControlPlane } from '../../src/control/control-plane.js';
 import { SecretBox } from '../../src/control/secret-box.js';
-import { MergeWindows } from '../../src/consumer/view-worker.js';
+import { MergeWindows } from '../../src/consumer/merge-windows.js';
 
 /** One empty control plane store, and raw access to its rows for what the API cannot show. */
 export interface ControlPlaneHarness {

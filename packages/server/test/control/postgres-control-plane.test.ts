@@ -1,7 +1,7 @@
 /** The ControlPlane contract against the PostgreSQL store (skipped without ECAPI_TEST_DATABASE_URL). */
 import { ControlPlaneService } from '../../src/control/control-plane-service.js';
 import { PostgresControlStore } from '../../src/control/postgres-control-store.js';
-import { createPool, migrate } from '../../src/storage/postgres/database.js';
+import { createPool, migrate } from '../../src/postgres/database.js';
 import { freshDatabase, pgOnly, queryDatabase } from '../helpers/postgres.js';
 import { controlPlaneContract } from './control-plane-contract.js';
 

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { migrate, createPool } from '../../src/storage/postgres/database.js';
+import { migrate, createPool } from '../../src/postgres/database.js';
 import { PostgresEventQueue, readSegments } from '../../src/queue/postgres-event-queue.js';
 import type { QueueAppend } from '../../src/queue/event-queue.js';
 import { eventQueueContract } from './event-queue-contract.js';
