@@ -32,7 +32,7 @@ export interface AdminAppDeps {
   readonly metrics: MetricsSource;
   /** Whether the service accepts events now, and why not. */
   readonly readiness: () => { ready: boolean; checks: Record<string, boolean | string | number> };
-  /** Analytics of a data set from `sinceMs` on (GET /api/stats/:dataSetId); absent: 404. */
+  /** Analytics of a data set from `sinceMs` on (GET /api/stats/:dataSetId), null for an unknown data set (404); absent: 404. */
   readonly stats?: (dataSetId: string, sinceMs: number) => Promise<unknown>;
   /** The operator console (page + /api/overview, /api/data-sets, …; console-api.ts); absent: not served. */
   readonly console?: ConsoleDeps;
@@ -117,7 +117,9 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
     } catch (error) {
       return reply.code(400).send({ error: (error as Error).message });
     }
-    return reply.send(await deps.stats(request.params.dataSetId, sinceMs));
+    const stats = await deps.stats(request.params.dataSetId, sinceMs);
+    if (stats === null) return reply.code(404).send({ error: `data set ${request.params.dataSetId} does not exist` });
+    return reply.send(stats);
   });
 
   if (deps.console) registerConsole(app, deps.console, { gate, sessions, readiness: deps.readiness });
