@@ -23,7 +23,7 @@ import { BufferedOutcomeRecorder } from './analytics/buffered-outcome-recorder.j
 import { registerConsumerLagGauges, StatsReader } from './analytics/stats-reader.js';
 import { LiveRecorder, LiveStore, startLiveLoop } from './observability/live-stats.js';
 import { createEventProcessor } from './validation/event-processor.js';
-import { buildNodeAdmin, openNode } from './serving-node.js';
+import { announceListening, buildNodeAdmin, closeOnce, openNode } from './serving-node.js';
 
 export interface RunningService {
   readonly port: number;
@@ -144,10 +144,9 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   const adminPort = admin ? await admin.listen() : 0;
   accepting = true;
   const port = (publicServer.server.address() as AddressInfo).port;
-  if (role === 'single') logger.info({ env: config.env, port, admin_port: adminPort, host: config.host, storage: storage.location }, 'ecapi-ingest listening');
-  logger.flush(); // operators and scripts wait for this line
+  if (role === 'single') announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, storage: storage.location });
+  else logger.flush();
 
-  let closing: Promise<void> | null = null;
   return {
     port,
     adminPort,
@@ -157,23 +156,20 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     metrics,
     live,
     queueHealth: () => queue.health(),
-    close() {
-      closing ??= (async () => {
-        accepting = false;
-        credentials.stop();
-        stopLive();
-        await publicServer.shutdown();
-        await queue.close();
-        if (!options.outcomes) await outcomes.close();
-        await statsReader.close();
-        rateLimiter.close();
-        failedAuth.close();
-        await admin?.close();
-        await storage.close();
-        if (role === 'single') logger.info('ecapi-ingest stopped');
-        logger.flush();
-      })();
-      return closing;
-    },
+    close: closeOnce(async () => {
+      accepting = false;
+      credentials.stop();
+      stopLive();
+      await publicServer.shutdown();
+      await queue.close();
+      if (!options.outcomes) await outcomes.close();
+      await statsReader.close();
+      rateLimiter.close();
+      failedAuth.close();
+      await admin?.close();
+      await storage.close();
+      if (role === 'single') logger.info('ecapi-ingest stopped');
+      logger.flush();
+    }),
   };
 }

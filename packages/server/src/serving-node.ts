@@ -109,3 +109,15 @@ export function buildNodeAdmin(config: ServeConfig, controlPlane: ControlPlane, 
     close: () => app.close(),
   };
 }
+
+/** The line operators and scripts wait for, written out at once. */
+export function announceListening(logger: Logger, fields: Record<string, unknown>): void {
+  logger.info(fields, 'ecapi-ingest listening');
+  logger.flush();
+}
+
+/** A graceful stop that runs once, however often (and from however many signals) it is asked for. */
+export function closeOnce(close: () => Promise<void>): () => Promise<void> {
+  let closing: Promise<void> | null = null;
+  return () => (closing ??= close());
+}

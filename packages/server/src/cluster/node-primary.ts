@@ -17,7 +17,7 @@ import type { LeaseRequest, LeaseReturn } from '../rate-limit/lease-protocol.js'
 import { LocalRateLimiter } from '../rate-limit/local-rate-limiter.js';
 import { StatsReader } from '../analytics/stats-reader.js';
 import { LiveStore } from '../observability/live-stats.js';
-import { buildNodeAdmin, openNode } from '../serving-node.js';
+import { announceListening, buildNodeAdmin, closeOnce, openNode } from '../serving-node.js';
 import { encodeWorkerConfig, WORKER_CONFIG_ENV, type WorkerMessage } from './cluster-messages.js';
 
 export interface RunningNode {
@@ -133,36 +133,31 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
     cluster.on('message', check);
   });
   const adminPort = await admin.listen();
-  logger.info({ env: config.env, port, admin_port: adminPort, host: config.host, workers: config.workers }, 'ecapi-ingest listening');
-  logger.flush(); // operators and scripts wait for this line
+  announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, workers: config.workers });
 
-  let closing: Promise<void> | null = null;
   return {
     port,
     adminPort,
     certFile: tls.certFile,
     demoKey,
     logger,
-    close() {
-      closing ??= (async () => {
-        stopping = true;
-        await Promise.all(
-          [...states.keys()].map(
-            (worker) =>
-              new Promise<void>((resolve) => {
-                if (worker.isDead()) return resolve();
-                worker.once('exit', () => resolve());
-                worker.process.kill('SIGTERM');
-              }),
-          ),
-        );
-        await admin.close();
-        await statsReader.close();
-        await storage.close();
-        logger.info('ecapi-ingest stopped');
-        logger.flush();
-      })();
-      return closing;
-    },
+    close: closeOnce(async () => {
+      stopping = true;
+      await Promise.all(
+        [...states.keys()].map(
+          (worker) =>
+            new Promise<void>((resolve) => {
+              if (worker.isDead()) return resolve();
+              worker.once('exit', () => resolve());
+              worker.process.kill('SIGTERM');
+            }),
+        ),
+      );
+      await admin.close();
+      await statsReader.close();
+      await storage.close();
+      logger.info('ecapi-ingest stopped');
+      logger.flush();
+    }),
   };
 }
