@@ -183,3 +183,23 @@ export class SqliteControlStore implements ControlStore {
     await this.#exclusive(async () => this.#db.close());
   }
 }
+
+/**
+ * Whether an existing control.db holds anything sealed (a key, or a master-key fingerprint), read
+ * without the master key and without changing the file (files from before fingerprints included).
+ */
+export function controlFileHoldsSecrets(file: string): boolean {
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma('busy_timeout = 5000');
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('control_meta', 'signing_keys')").pluck().all() as string[];
+    if (tables.includes('signing_keys') && db.prepare('SELECT 1 FROM signing_keys LIMIT 1').get()) return true;
+    if (tables.includes('control_meta')) {
+      const columns = db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('control_meta') as string[];
+      if (columns.includes('master_key_fingerprint') && db.prepare('SELECT 1 FROM control_meta WHERE master_key_fingerprint IS NOT NULL').get()) return true;
+    }
+    return false;
+  } finally {
+    db.close();
+  }
+}
