@@ -13,7 +13,7 @@
  * (sqlite-control-store.ts, postgres-control-store.ts), so the profiles cannot drift apart.
  */
 import type { KeyObject } from 'node:crypto';
-import type { DataSetPolicy } from './data-set-policy.js';
+import type { DataSetPolicy, PolicyPatch } from './data-set-policy.js';
 import type { DataSetLimits } from '../rate-limit/data-set-limits.js';
 
 export interface DataSetRecord {
@@ -46,8 +46,8 @@ export interface RotatedKey {
   readonly previousSecretValidUntil: number;
 }
 
-export type { PolicyPatch } from './data-set-policy.js';
-import type { PolicyPatch } from './data-set-policy.js';
+/** A policy change (fields and bounds: data-set-policy.ts). */
+export type { PolicyPatch };
 
 /** A key as the request path sees it: HMAC keys ready to use, grants as a Set. */
 export interface ActiveKey {

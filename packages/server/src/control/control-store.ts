@@ -79,3 +79,16 @@ export interface ControlStore {
   sealedElsewhere(): boolean;
   close(): Promise<void>;
 }
+
+/** Columns an update may set, per table (names from code, never from input). */
+export const UPDATABLE_COLUMNS = {
+  data_sets: new Set(['policy', 'limits']),
+  signing_keys: new Set(['secret_sealed', 'rotated_at', 'previous_secret_sealed', 'previous_valid_until', 'revoked_at']),
+} as const;
+
+/** The columns of an update that are set (undefined ones are left alone), checked against the table's. */
+export function updatedColumns(table: keyof typeof UPDATABLE_COLUMNS, columns: object): { names: string[]; values: unknown[] } {
+  const entries = Object.entries(columns).filter(([, value]) => value !== undefined);
+  for (const [name] of entries) if (!UPDATABLE_COLUMNS[table].has(name)) throw new Error(`not an updatable column of ${table}: ${name}`);
+  return { names: entries.map(([name]) => name), values: entries.map(([, value]) => value) };
+}

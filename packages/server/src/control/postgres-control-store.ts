@@ -8,19 +8,12 @@
  * Rows read to be changed are locked FOR UPDATE: two nodes patching one policy serialise.
  */
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
-import type { ControlRows, ControlStore, DataSetRow, GrantRow, KeyRow } from './control-store.js';
+import { updatedColumns, type ControlRows, type ControlStore, type DataSetRow, type GrantRow, type KeyRow } from './control-store.js';
 
 type Queryable = Pick<PoolClient, 'query'>;
 
-const DATA_SET_COLUMNS = new Set(['policy', 'limits']);
-const KEY_COLUMNS = new Set(['secret_sealed', 'rotated_at', 'previous_secret_sealed', 'previous_valid_until', 'revoked_at']);
-
-/** `SET a = $1, b = $2` over the given columns (names from code, checked against the table's). */
-function assignments(columns: object, allowed: ReadonlySet<string>): { sql: string; values: unknown[] } {
-  const names = Object.keys(columns).filter((name) => (columns as Record<string, unknown>)[name] !== undefined);
-  for (const name of names) if (!allowed.has(name)) throw new Error(`not a column: ${name}`);
-  return { sql: names.map((name, i) => `${name} = $${i + 1}`).join(', '), values: names.map((name) => (columns as Record<string, unknown>)[name]) };
-}
+/** `a = $1, b = $2`. */
+const placeholders = (names: readonly string[]) => names.map((name, i) => `${name} = $${i + 1}`).join(', ');
 
 class PostgresControlRows implements ControlRows {
   readonly #db: Queryable;
@@ -48,8 +41,8 @@ class PostgresControlRows implements ControlRows {
     return (result.rowCount ?? 0) > 0;
   }
   async updateDataSet(id: string, columns: { policy?: string; limits?: string | null }): Promise<void> {
-    const set = assignments(columns, DATA_SET_COLUMNS);
-    await this.#db.query(`UPDATE data_sets SET ${set.sql} WHERE id = $${set.values.length + 1}`, [...set.values, id]);
+    const set = updatedColumns('data_sets', columns);
+    await this.#db.query(`UPDATE data_sets SET ${placeholders(set.names)} WHERE id = $${set.names.length + 1}`, [...set.values, id]);
   }
   async key(keyId: string, forUpdate = false): Promise<KeyRow | undefined> {
     return (await this.#db.query<KeyRow>(`SELECT * FROM signing_keys WHERE key_id = $1${forUpdate ? ' FOR UPDATE' : ''}`, [keyId])).rows[0];
@@ -61,8 +54,8 @@ class PostgresControlRows implements ControlRows {
     await this.#db.query('INSERT INTO signing_keys (key_id, secret_sealed, created_at) VALUES ($1, $2, $3)', [row.key_id, row.secret_sealed, row.created_at]);
   }
   async updateKey(keyId: string, columns: Partial<Omit<KeyRow, 'key_id' | 'created_at'>>): Promise<void> {
-    const set = assignments(columns, KEY_COLUMNS);
-    await this.#db.query(`UPDATE signing_keys SET ${set.sql} WHERE key_id = $${set.values.length + 1}`, [...set.values, keyId]);
+    const set = updatedColumns('signing_keys', columns);
+    await this.#db.query(`UPDATE signing_keys SET ${placeholders(set.names)} WHERE key_id = $${set.names.length + 1}`, [...set.values, keyId]);
   }
   async grantsOf(keyId: string): Promise<string[]> {
     const { rows } = await this.#db.query<{ data_set_id: string }>('SELECT data_set_id FROM grants WHERE key_id = $1 ORDER BY data_set_id COLLATE "C"', [keyId]);

@@ -10,7 +10,7 @@
  */
 import Database from 'better-sqlite3';
 import { prepareDatabaseFile } from '../fs/durable-files.js';
-import type { ControlRows, ControlStore, DataSetRow, GrantRow, KeyRow } from './control-store.js';
+import { updatedColumns, type ControlRows, type ControlStore, type DataSetRow, type GrantRow, type KeyRow } from './control-store.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS control_meta (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
@@ -38,16 +38,6 @@ CREATE TABLE IF NOT EXISTS grants (
 );
 `;
 
-const DATA_SET_COLUMNS = new Set(['policy', 'limits']);
-const KEY_COLUMNS = new Set(['secret_sealed', 'rotated_at', 'previous_secret_sealed', 'previous_valid_until', 'revoked_at']);
-
-/** `SET a = ?, b = ?` over the given columns (names from code, checked against the table's). */
-function assignments(columns: object, allowed: ReadonlySet<string>): { sql: string; values: unknown[] } {
-  const names = Object.keys(columns).filter((name) => (columns as Record<string, unknown>)[name] !== undefined);
-  for (const name of names) if (!allowed.has(name)) throw new Error(`not a column: ${name}`);
-  return { sql: names.map((name) => `${name} = ?`).join(', '), values: names.map((name) => (columns as Record<string, unknown>)[name]) };
-}
-
 class SqliteControlRows implements ControlRows {
   readonly #db: Database.Database;
   constructor(db: Database.Database) {
@@ -73,8 +63,8 @@ class SqliteControlRows implements ControlRows {
     return result.changes > 0;
   }
   async updateDataSet(id: string, columns: { policy?: string; limits?: string | null }): Promise<void> {
-    const set = assignments(columns, DATA_SET_COLUMNS);
-    this.#db.prepare(`UPDATE data_sets SET ${set.sql} WHERE id = ?`).run(...set.values, id);
+    const set = updatedColumns('data_sets', columns);
+    this.#db.prepare(`UPDATE data_sets SET ${set.names.map((name) => `${name} = ?`).join(', ')} WHERE id = ?`).run(...set.values, id);
   }
   async key(keyId: string): Promise<KeyRow | undefined> {
     return this.#db.prepare('SELECT * FROM signing_keys WHERE key_id = ?').get(keyId) as KeyRow | undefined;
@@ -86,8 +76,8 @@ class SqliteControlRows implements ControlRows {
     this.#db.prepare('INSERT INTO signing_keys (key_id, secret_sealed, created_at) VALUES (?, ?, ?)').run(row.key_id, row.secret_sealed, row.created_at);
   }
   async updateKey(keyId: string, columns: Partial<Omit<KeyRow, 'key_id' | 'created_at'>>): Promise<void> {
-    const set = assignments(columns, KEY_COLUMNS);
-    this.#db.prepare(`UPDATE signing_keys SET ${set.sql} WHERE key_id = ?`).run(...set.values, keyId);
+    const set = updatedColumns('signing_keys', columns);
+    this.#db.prepare(`UPDATE signing_keys SET ${set.names.map((name) => `${name} = ?`).join(', ')} WHERE key_id = ?`).run(...set.values, keyId);
   }
   async grantsOf(keyId: string): Promise<string[]> {
     return this.#db.prepare('SELECT data_set_id FROM grants WHERE key_id = ? ORDER BY data_set_id').pluck().all(keyId) as string[];
