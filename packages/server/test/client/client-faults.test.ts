@@ -24,7 +24,7 @@ after(async () => {
 });
 
 const events = (tag: string, n: number) =>
-  Array.from({ length: n }, (_, i) => ({ id: `${tag}-${i}`, timestamp: Math.floor(Date.now() / 1000) - 5, event_type: 'page_view', properties: { pad: 'y'.repeat(2000) } }));
+  Array.from({ length: n }, (_, i) => ({ id: `${tag}-${i}`, timestamp: Math.floor(Date.now() / 1000) - 5, event_type: 'page_view' as const, properties: { pad: 'y'.repeat(2000) } }));
 
 async function assertAllQueued(ids: string[]): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
