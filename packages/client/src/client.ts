@@ -253,6 +253,8 @@ interface MultiStatusBody {
   accepted?: number;
   errors?: { index: number; event_id?: string | null; error: string }[];
   error?: string;
+  /** The gateway's answers (403 for any path but POST /v1/events) say `message`. */
+  message?: string;
 }
 
 function parseJson(text: string): MultiStatusBody | undefined {
@@ -440,7 +442,7 @@ export class Client {
       const requestId = headerValue(responseHeaders, HEADER_REQUEST_ID);
       const parsed = parseJson(text);
       const kind = classifyStatus(status);
-      const serviceMessage = parsed?.error ?? (text.slice(0, 200) || 'no body');
+      const serviceMessage = parsed?.error ?? parsed?.message ?? (text.slice(0, 200) || 'no body');
       const statusError = `${status} ${serviceMessage}`;
 
       if (kind === 'retry') {

@@ -151,10 +151,14 @@ export function progressLine(p: SendProgress, options: { bar: boolean; columns?:
   }
 }
 
-/** The parse failures of the input counted in (they are rejected before anything is sent). */
-function withParseFailures<T extends SendTotals>(totals: T, parseFailures: number): T {
-  return { ...totals, total: totals.total + parseFailures, rejected: totals.rejected + parseFailures };
+/** The input's lines that are not JSON counted in: rejected, and done, before anything is sent. */
+function withParseFailures<T extends SendTotals & { done?: number }>(totals: T, parseFailures: number): T {
+  const counted = { ...totals, total: totals.total + parseFailures, rejected: totals.rejected + parseFailures };
+  if (totals.done !== undefined) counted.done = totals.done + parseFailures;
+  return counted;
 }
+
+const plural = (n: number, one: string, many: string) => `${num(n)} ${n === 1 ? one : many}`;
 
 /** One request-level failure, with what to change. */
 export function failureAdvice(failure: DeliveryFailure, context: { url: string; dataSet: string; caFile: string | undefined; caFound: boolean; dataDir: string }): string {
@@ -300,10 +304,9 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
       });
       const parseFailures = records.length - events.length;
       const parseProblems = records.filter((r) => r.parseError !== undefined);
-      if (!g.json) {
-        for (const r of parseProblems.slice(0, MAX_PRINTED_PROBLEMS)) stderr.write(`  ${r.parseError}\n`);
-        if (parseProblems.length > MAX_PRINTED_PROBLEMS) stderr.write(`  … and ${num(parseProblems.length - MAX_PRINTED_PROBLEMS)} more lines that are not JSON${opts.rejects ? ` (see ${opts.rejects})` : ''}\n`);
-      }
+      // On stderr, --json or not (--json is about stdout): the input's problems, by line number.
+      for (const r of parseProblems.slice(0, MAX_PRINTED_PROBLEMS)) stderr.write(`  ${r.parseError}\n`);
+      if (parseProblems.length > MAX_PRINTED_PROBLEMS) stderr.write(`  … and ${num(parseProblems.length - MAX_PRINTED_PROBLEMS)} more lines that are not JSON${opts.rejects ? ` (see ${opts.rejects})` : ''}\n`);
 
       // Progress on stderr: a redrawn bar on a terminal, a plain line every few seconds otherwise.
       const showProgress = opts.progress && !opts.dryRun;
@@ -423,28 +426,26 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
       } else {
         const seconds = (durationMs / 1000).toFixed(1);
         ctx.out(
-          `${num(summary.total)} events in ${seconds} s: ${num(summary.accepted)} accepted, ${num(summary.rejected)} rejected, ${num(summary.undeliverable)} undeliverable; ` +
-            `${num(summary.requests)} requests, ${num(summary.retries)} retries`,
+          `${plural(summary.total, 'event', 'events')} in ${seconds} s: ${num(summary.accepted)} accepted, ${num(summary.rejected)} rejected, ${num(summary.undeliverable)} undeliverable; ` +
+            `${plural(summary.requests, 'request', 'requests')}, ${plural(summary.retries, 'retry', 'retries')}`,
         );
         if (demoId !== null) {
           ctx.out(`event id: ${demoId}\nSee it in the merged view in a moment: npx ecapi-ingest events get ${dataSet} ${demoId}`);
         }
       }
+      // Under a request-level failure every undeliverable event has that one error: said once, below.
+      const problems = results.filter((r): r is Exclude<EventResult, { status: 'accepted' }> =>
+        r.status === 'rejected' || (r.status === 'undeliverable' && failure === undefined));
+      for (const r of problems.slice(0, MAX_PRINTED_PROBLEMS)) {
+        const line = lineOf(r.index);
+        stderr.write(`  ${line !== null ? `line ${line}` : `event ${r.index}`}${r.id ? ` (id ${r.id})` : ''}: ${r.status}: ${r.error.message}\n`);
+      }
+      if (problems.length > MAX_PRINTED_PROBLEMS) stderr.write(`  … and ${num(problems.length - MAX_PRINTED_PROBLEMS)} more${rejectsFile ? ` (see ${rejectsFile})` : ' (--rejects FILE writes them all)'}\n`);
       if (failure !== undefined) {
         // One request-level failure: said once, with its fix; never as N per-event errors.
         stderr.write(`error: ${advice}. Nothing more was sent: ${num(allTotals.undeliverable)} events not delivered${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them after the fix, their ids are kept\n`);
         ctx.setExitCode(EXIT_REQUEST_FAILURE);
-        return;
-      }
-      if (!g.json) {
-        const problems = results.filter((r) => r.status !== 'accepted');
-        for (const r of problems.slice(0, MAX_PRINTED_PROBLEMS)) {
-          const line = lineOf(r.index);
-          stderr.write(`  ${line !== null ? `line ${line}` : `event ${r.index}`}${r.id ? ` (id ${r.id})` : ''}: ${r.status}: ${r.error.message}\n`);
-        }
-        if (problems.length > MAX_PRINTED_PROBLEMS) stderr.write(`  … and ${num(problems.length - MAX_PRINTED_PROBLEMS)} more${rejectsFile ? ` (see ${rejectsFile})` : ' (--rejects FILE writes them all)'}\n`);
-      }
-      if (allTotals.undeliverable > 0) {
+      } else if (allTotals.undeliverable > 0) {
         stderr.write(`error: ${num(allTotals.undeliverable)} events undeliverable, ${num(allTotals.rejected)} rejected${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them later, their ids are kept\n`);
         ctx.setExitCode(EXIT_UNDELIVERABLE);
       } else if (allTotals.rejected > 0) {
