@@ -57,7 +57,7 @@ test('500 ingest backend unavailable is retried with backoff until the queue rec
     assert.ok(retries.length >= 1);
     assert.equal(retries[0]!.reason, 'server-error');
     assert.equal(retries[0]!.status, 500);
-    assert.equal(retries[0]!.error, '500 ingest backend unavailable');
+    assert.deepEqual(retries[0]!.error, { code: 'SERVER_ERROR', message: '500 ingest backend unavailable', httpStatus: 500 });
     await assertAllQueued(batch.map((e) => e.id));
   } finally {
     release();
