@@ -3,7 +3,8 @@
  *   200/207: done (on 207 only the listed events are rejected; they are returned, never resent);
  *   500 (any 5xx), 408, network errors and time-outs: retry with exponential backoff, full jitter;
  *   429: wait Retry-After, then retry;
- *   plain 400/401 (and other 4xx): never retried without changing the request.
+ *   plain 400/401 (and other 4xx): never retried without changing the request;
+ *   401/403/404, an untrusted certificate, an unknown host: request-level failures (send-errors.ts).
  */
 import type { DeliveryFailure, FailureCode } from './send-errors.js';
 
@@ -66,12 +67,13 @@ const TLS_CODES = new Set([
   'ERR_SSL_WRONG_VERSION_NUMBER',
 ]);
 const HOST_NOT_FOUND = 'ENOTFOUND';
+const isPermanent = (code: string) => TLS_CODES.has(code) || code === HOST_NOT_FOUND;
 
 function errorCode(error: unknown): string | undefined {
   let e: unknown = error;
   for (let depth = 0; depth < 4 && e && typeof e === 'object'; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && (TLS_CODES.has(code) || code === HOST_NOT_FOUND)) return code;
+    if (typeof code === 'string' && isPermanent(code)) return code;
     e = (e as { cause?: unknown }).cause;
   }
   const code = (error as { code?: unknown } | null)?.code;
@@ -81,7 +83,7 @@ function errorCode(error: unknown): string | undefined {
 /** False for errors that retrying cannot fix (certificate not trusted, unknown host name). */
 export function isRetryableNetworkError(error: unknown): boolean {
   const code = errorCode(error);
-  return !(code !== undefined && (TLS_CODES.has(code) || code === HOST_NOT_FOUND));
+  return !(code !== undefined && isPermanent(code));
 }
 
 /** One line describing a network error, with its code: `network error: ECONNRESET (other side closed)`. */
