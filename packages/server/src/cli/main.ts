@@ -20,7 +20,6 @@ import {
   type PolicyPatch,
 } from '../control/control-plane.js';
 import { formatDurationMs, isoOrNull, parseDurationMs, parseWholeSeconds } from '../control/duration.js';
-import { ControlPlaneError } from '../errors.js';
 import { migrateStorage, openStorage, validateDatabaseUrl } from '../storage/open-storage.js';
 import { demoBanner } from '../demo.js';
 import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messages.js';
@@ -466,6 +465,6 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     }
     const message = error instanceof Error ? error.message : String(error);
     io.stderr.write(`error: ${message.split('\n')[0]}\n`);
-    return error instanceof CliError || error instanceof ControlPlaneError ? 1 : 1;
+    return error instanceof CliError ? error.exitCode : 1;
   }
 }

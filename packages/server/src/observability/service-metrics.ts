@@ -5,18 +5,23 @@
  * reasons, limits and field paths in their stored form (validation/stored-reason.ts: schema paths,
  * or a known prefix and `*`), all of bounded cardinality, whatever senders send.
  */
+import { EventErrors, eventErrorOf } from '@ecapi-ingest/protocol';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { QueueCommitObserver } from '../queue/event-queue.js';
 
 export type RejectionReason = 'schema' | 'missing_field' | 'invalid_field' | 'not_hashed' | 'data_set_mismatch' | 'other';
 
+const DATA_SET_MISMATCH = EventErrors.INVALID_FIELD.message('data_set_id', 'must equal');
+
+/** The metric label of a per-event message: its code from the shared registry (eventErrorOf), not a prefix list of its own. */
 export function rejectionReasonOf(message: string): RejectionReason {
-  if (message.startsWith('schema validation failed')) return 'schema';
-  if (message.startsWith('missing required field')) return 'missing_field';
-  if (message.startsWith('invalid field data_set_id: must equal')) return 'data_set_mismatch';
-  if (message.startsWith('invalid field')) return 'invalid_field';
-  if (message.startsWith('hashed field')) return 'not_hashed';
-  return 'other';
+  switch (eventErrorOf(message).code) {
+    case 'SCHEMA': return 'schema';
+    case 'MISSING_FIELD': return 'missing_field';
+    case 'INVALID_FIELD': return message.startsWith(DATA_SET_MISMATCH) ? 'data_set_mismatch' : 'invalid_field';
+    case 'NOT_HASHED': return 'not_hashed';
+    default: return 'other';
+  }
 }
 
 export class ServiceMetrics implements QueueCommitObserver {

@@ -20,9 +20,8 @@ import { applyPolicy } from '../privacy/apply-policy.js';
 import { createGppDecoder } from '../privacy/gpp.js';
 import type { GppDecoder } from '../privacy/gpp.js';
 import type { EventCheck, EventCheckContext, EventProcessor } from './event-check.js';
-import { fromJsonPointer, joinPath } from './paths.js';
-import { buildEventModel, loadEventSchema } from './schema-model.js';
-import type { JsonSchema } from './schema-model.js';
+import { fromJsonPointer, joinPath, loadEventSchema, type JsonSchema } from '@ecapi-ingest/protocol';
+import { buildEventModel } from './schema-model.js';
 import { EventWalker } from './walker.js';
 import type { WalkFindings } from './walker.js';
 

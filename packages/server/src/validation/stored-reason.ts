@@ -24,7 +24,8 @@
  * bounded cardinality: a metric label, or a stats reason group, cannot grow with sender input.
  */
 import type { EventModel, ObjectDesc, FieldDesc } from './schema-model.js';
-import { buildEventModel, loadEventSchema, KIND_ARRAY, KIND_OBJECT } from './schema-model.js';
+import { loadEventSchema } from '@ecapi-ingest/protocol';
+import { buildEventModel, KIND_ARRAY, KIND_OBJECT } from './schema-model.js';
 
 export const MASKED_NAME = '*';
 export const MASKED_VALUE = '<value>';

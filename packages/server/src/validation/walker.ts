@@ -26,7 +26,7 @@ import {
   timestampReason,
   utcOffsetReason,
 } from './formats.js';
-import { indexPath, joinPath } from './paths.js';
+import { indexPath, joinPath } from '@ecapi-ingest/protocol';
 import {
   KIND_ARRAY, KIND_BOOLEAN, KIND_EXT, KIND_INTEGER, KIND_NUMBER, KIND_OBJECT, KIND_STRING,
   RULE_COUNTRY, RULE_CURRENCY, RULE_DATE, RULE_EVENT_TYPE, RULE_GPP_SID, RULE_GPP_STRING, RULE_HTTP_URL,
