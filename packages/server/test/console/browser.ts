@@ -95,3 +95,20 @@ export async function eventuallyEqual<T>(what: string, get: () => Promise<T>, ex
     assert.fail(`${what}: expected ${String(expected)}, last saw ${String(last)}`);
   }
 }
+
+/** For each element matching `selector`, how many lines its text takes (1: not wrapped). */
+export async function lineCounts(page: Page, selector: string): Promise<number[]> {
+  return page.locator(selector).evaluateAll((elements) =>
+    elements.map((el) => {
+      const range = el.ownerDocument.createRange();
+      range.selectNodeContents(el);
+      return new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top))).size;
+    }),
+  );
+}
+
+/** The page does not scroll sideways: nothing is wider than the viewport. */
+export async function noSidewaysScroll(page: Page, what: string): Promise<void> {
+  const { scrollWidth, clientWidth } = await page.locator('html').evaluate((root) => ({ scrollWidth: root.scrollWidth, clientWidth: root.clientWidth }));
+  assert.ok(scrollWidth <= clientWidth, `${what}: page ${scrollWidth} px wide in a ${clientWidth} px viewport`);
+}
