@@ -42,7 +42,7 @@ export function dataSetPage(id: string): Page {
       const live = d.live;
       replace(
         cards,
-        card('events-today', 'Events accepted today', fmt.int(d.today.events_accepted), `since ${fmt.time(d.today.since)}`, 'good'),
+        card('events-today', 'Events accepted today', fmt.int(d.today.events_accepted), `since ${fmt.time(d.today.since).slice(11, 16)} UTC`, 'good'),
         card('rejected-today', 'Events rejected today', fmt.int(d.today.events_rejected), undefined, d.today.events_rejected > 0 ? 'warn' : undefined),
         card('acceptance-rate', 'Acceptance rate', fmt.pct(d.today.acceptance_rate), 'today'),
         card('match-quality', 'Match quality', d.last_24h.match_quality === null ? '–' : `${fmt.score(d.last_24h.match_quality)} / 10`, 'last 24 h'),

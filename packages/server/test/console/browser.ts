@@ -53,10 +53,12 @@ export async function openPage(browser: Browser): Promise<{ page: Page; problems
   return { page, problems };
 }
 
-export async function screenshot(page: Page, name: string): Promise<string> {
+/** A screenshot from the top of the page (a sticky header scrolled along would show mid-page); the whole page unless `fullPage: false`. */
+export async function screenshot(page: Page, name: string, options: { fullPage?: boolean } = {}): Promise<string> {
   mkdirSync(SCREENSHOTS, { recursive: true });
   const file = join(SCREENSHOTS, `${name}.png`);
-  await page.screenshot({ path: file, fullPage: true });
+  await page.locator('html').evaluate((root) => root.ownerDocument.defaultView?.scrollTo(0, 0));
+  await page.screenshot({ path: file, fullPage: options.fullPage ?? true });
   return file;
 }
 
