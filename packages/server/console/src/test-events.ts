@@ -109,7 +109,7 @@ export function testEventsPage(): Page {
       h(
         'table',
         { 'data-testid': 'test-events-table' },
-        h('thead', null, h('tr', null, ['Time (UTC)', 'Data set', 'Event id', 'event_type', 'Outcome'].map((c) => h('th', null, c)))),
+        h('thead', null, h('tr', null, ['Time (UTC)', 'Outcome', 'event_type', 'Event id', 'Data set'].map((c) => h('th', null, c)))),
         h(
           'tbody',
           null,
@@ -126,10 +126,10 @@ export function testEventsPage(): Page {
                 tabindex: '0',
               },
               h('td', null, nowrap(fmt.time(e.at))),
-              h('td', null, nowrap(e.data_set_id)),
-              h('td', null, e.event_id ? h('code', null, e.event_id) : h('span', { class: 'muted' }, 'none')),
-              h('td', null, nowrap(e.event_type ?? '–')),
               h('td', null, h('span', { class: `pill ${e.outcome === 'accepted' ? 'good' : 'bad'}` }, e.outcome), e.error ? h('div', { class: 'error small' }, e.error) : null),
+              h('td', null, nowrap(e.event_type ?? '–')),
+              h('td', null, e.event_id ? h('code', null, e.event_id) : h('span', { class: 'muted' }, 'none')),
+              h('td', null, nowrap(e.data_set_id)),
             );
             const choose = () => {
               selected = selected === key ? null : key;

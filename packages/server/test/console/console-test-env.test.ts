@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { provision, startServer, tempDataDir } from '../helpers/server-process.js';
 import { postSigned, sampleEvent } from '../helpers/https-client.js';
-import { chromiumSkip, eventually, eventuallyEqual, launchBrowser, noSidewaysScroll, openPage, screenshot } from './browser.js';
+import { chromiumSkip, eventually, eventuallyEqual, launchBrowser, lineCounts, noSidewaysScroll, openPage, screenshot } from './browser.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -102,6 +102,10 @@ test('test environment: the last events received fill in with their per-event ou
     await accepted.click();
     await page.setViewportSize({ width: 390, height: 844 });
     await noSidewaysScroll(page, 'test environment');
+    for (const selector of ['[data-testid="test-event-row"] td:first-child', '[data-testid="test-event-detail"] dd code']) {
+      const lines = await lineCounts(page, selector);
+      assert.ok(lines.length > 0 && lines.every((n) => n === 1), `${selector} on one line at 390 px: ${JSON.stringify(lines)}`);
+    }
     await screenshot(page, 'test-events-390');
     await page.setViewportSize({ width: 1440, height: 1000 });
     await screenshot(page, 'test-events');
