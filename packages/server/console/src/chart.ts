@@ -19,6 +19,8 @@ export interface ChartSpec {
   readonly height?: number;
 }
 
+const timeOf = uPlot.fmtDate('{YYYY}-{MM}-{DD} {HH}:{mm}:{ss}');
+
 /** The last non-null value of a series. */
 function latest(values: readonly (number | null)[] | undefined): number | null {
   for (let i = (values?.length ?? 0) - 1; i >= 0; i--) if (values![i] !== null && values![i] !== undefined) return values![i]!;
@@ -71,7 +73,8 @@ export class Chart {
         scales: { x: { time: true }, y: { range: (_u, min, max) => [Math.min(0, min ?? 0), Math.max(1, (max ?? 0) * 1.1)] } },
         axes: [{ stroke: '#444', grid: { stroke: '#eee' } }, { stroke: '#444', grid: { stroke: '#eee' }, size: 56 }],
         series: [
-          {},
+          // Not hovered, the legend shows the latest values: say so instead of a time of "--".
+          { label: 'Time', value: (_u: uPlot, v: number | null, _si: number, idx: number | null) => (idx === null || v === null ? 'latest' : timeOf(new Date(v * 1000))) },
           ...series.map((s, i) => ({
             label: s.label,
             stroke: s.color,
