@@ -155,6 +155,8 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     await page.click('nav a[data-nav="data-sets"]');
     await page.locator('[data-testid="data-sets-table"]').waitFor();
     await noSidewaysScroll(page, 'data sets');
+    const dated = await lineCounts(page, '[data-testid="data-sets-table"] .nowrap');
+    assert.ok(dated.length >= 4 && dated.every((n) => n === 1), `creation times on one line at 390 px: ${JSON.stringify(dated)}`);
     await page.setViewportSize({ width: 1440, height: 1000 });
 
     // Rate-limit hits of the limited data set.
