@@ -27,7 +27,7 @@ const HEX64 = /^[0-9a-f]{64}$/i;
 const SHOWN_PLAIN = new Set(['address_type', 'source', 'country_code', 'mmt_only', 'utcoffset', 'gpp_sid', 'atype']);
 
 const notShown = (value: unknown): string =>
-  typeof value === 'string' ? `‹not shown: ${value.length} characters›` : `‹not shown: ${typeof value}›`;
+  typeof value === 'string' ? `‹not shown: ${value.length} character${value.length === 1 ? '' : 's'}›` : `‹not shown: ${typeof value}›`;
 
 /** `user_data` of an accepted event: strings that are not SHA-256 digests are replaced by a marker. */
 function maskUserData(value: unknown, key = ''): unknown {

@@ -39,12 +39,12 @@ test('a rejected event shows its known fields and masks every identifier, unknow
   assert.deepEqual(shown['‹unknown field 2›'], { '‹unknown field 1›': '‹not shown: 8 characters›' }, 'ext is never shown');
   assert.equal(shown.properties.lead_source, 'from [redacted-email]');
   assert.equal(shown.properties.items[0].name, 'Shoe');
-  assert.deepEqual(shown.properties.items[0]['‹unknown field 1›'], { '‹unknown field 1›': '‹not shown: 1 characters›' });
+  assert.deepEqual(shown.properties.items[0]['‹unknown field 1›'], { '‹unknown field 1›': '‹not shown: 1 character›' });
 });
 
 test('a rejected event that is not an object is masked too; a large one is not kept', () => {
   assert.deepEqual(rejectedEventForDisplay('mary@example.com'), { event: '[redacted-email]' });
-  assert.deepEqual(rejectedEventForDisplay([1, { a: 'b' }]), { event: [1, { '‹unknown field 1›': '‹not shown: 1 characters›' }] });
+  assert.deepEqual(rejectedEventForDisplay([1, { a: 'b' }]), { event: [1, { '‹unknown field 1›': '‹not shown: 1 character›' }] });
   assert.deepEqual(rejectedEventForDisplay(undefined), {});
   const large = rejectedEventForDisplay({ id: 'x', properties: { search_term: 'a'.repeat(MAX_EVENT_CHARS) } });
   assert.equal(large.event, undefined);
