@@ -3,8 +3,9 @@
  * `IngestOutcomeRecorder`. Calls run on the serving thread and must stay cheap: implementations
  * only copy a few fields into in-memory ring buffers. Nothing here is ever logged.
  *
- * `events` (the accepted events as queued) is passed only when `wantsEvents` is true, which the
- * service sets for `--env test` alone: the production console never shows event contents.
+ * `events` (the accepted events as queued) and `rejectedEvents` (as received) are passed only when
+ * `wantsEvents` is true, which the service sets for `--env test` alone: the production console
+ * never shows event contents.
  */
 import type { EventPolicyMeta } from '../validation/event-check.js';
 
@@ -27,6 +28,8 @@ export interface ObservedRequest {
   readonly events?: readonly Record<string, unknown>[] | undefined;
   /** The response's `errors[]`. */
   readonly errors: readonly ObservedEventError[];
+  /** The rejected events as received, in the order of `errors`; only when `wantsEvents`. */
+  readonly rejectedEvents?: readonly unknown[] | undefined;
 }
 
 export interface IngestObserver {

@@ -193,13 +193,15 @@ export async function handleEventsRequest(
 
     const policy = dataSet.policy;
     const checked = checkEvents(deps, events, headerDataSet, { nowSeconds: Math.floor(nowMs / 1000), policy });
+    // Console (test environment only): the rejected events as received, shown masked beside their error.
+    const rejectedEvents = deps.observer?.wantsEvents ? checked.errors.map((e) => events![e.index]) : undefined;
     events = null;
     const { errors, storedErrors } = checked;
     const acceptedCount = checked.accepted.length;
 
     if (acceptedCount === 0) {
       deps.outcomes?.record(headerDataSet, nowMs, 0, storedErrors.map((e) => e.error));
-      deps.observer?.validated({ dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs, accepted: 0, metas: [], errors: storedErrors });
+      deps.observer?.validated({ dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs, accepted: 0, metas: [], errors: storedErrors, rejectedEvents });
       return withHeaders({
         status: 400,
         body: JSON.stringify({ accepted: 0, rejected: errors.length, errors }),
@@ -242,7 +244,7 @@ export async function handleEventsRequest(
     deps.outcomes?.record(headerDataSet, nowMs, acceptedCount, errors.length === 0 ? NO_ERRORS : storedErrors.map((e) => e.error));
     deps.observer?.validated({
       dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs,
-      accepted: acceptedCount, metas: observedMetas, events: observedEvents, errors: storedErrors,
+      accepted: acceptedCount, metas: observedMetas, events: observedEvents, errors: storedErrors, rejectedEvents,
     });
 
     if (errors.length === 0) {
