@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { loadOpenApi, redocly } from '../helpers/openapi.js';
+import { loadOpenApi, OPENAPI_PATH, redocly } from '../helpers/openapi.js';
 
 const document = loadOpenApi();
 
@@ -31,6 +31,10 @@ function refsIn(node: unknown, out: string[] = []): string[] {
 }
 
 test('self-contained: every $ref points inside the document, and resolves', () => {
+  // In the published YAML itself (bundling would hide an external reference by inlining it).
+  const written = [...readFileSync(OPENAPI_PATH, 'utf8').matchAll(/\$ref:\s*['"]?([^'"\s},]+)/g)].map((m) => m[1]!);
+  assert.ok(written.length > 50);
+  assert.deepEqual(written.filter((ref) => !ref.startsWith('#/')), [], 'references outside openapi.yaml');
   const refs = refsIn(document);
   assert.ok(refs.length > 50);
   for (const ref of new Set(refs)) {
