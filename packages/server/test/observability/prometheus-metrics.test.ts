@@ -9,7 +9,9 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cliJson, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 import { postSigned, request, sampleEvent, type Credentials } from '../helpers/https-client.js';
@@ -178,6 +180,24 @@ test('every metric the deploy/ dashboard and alert rules query is in a real scra
   assert.ok(used.size >= 15, `only ${used.size} metric names found`);
   const missing = [...used].filter((n) => !names.has(n));
   assert.deepEqual(missing, [], 'metrics the dashboard or rules use but /metrics does not have');
+});
+
+test('every query of the Grafana dashboard is valid PromQL (promtool parses it as a recording rule)', { skip: promtool }, () => {
+  const dashboard = JSON.parse(readFileSync(`${DEPLOY}grafana/ecapi-ingest.json`, 'utf8')) as { panels: { title: string; targets?: { expr: string }[] }[] };
+  // Grafana's variables, as Grafana would substitute them.
+  const substitute = (expr: string) => expr.replaceAll('$__rate_interval', '5m').replace(/\$(?:job|instance)\b/g, '.*');
+  const rules = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t, i) => ({ record: `dashboard:panel_${p.title.replace(/[^a-z0-9]+/gi, '_').toLowerCase()}:${i}`, expr: substitute(t.expr) })));
+  assert.ok(rules.length >= 20);
+  const dir = mkdtempSync(join(tmpdir(), 'ecapi-dashboard-'));
+  try {
+    // JSON is YAML: promtool reads this rules file as written.
+    writeFileSync(join(dir, 'dashboard.rules.yml'), JSON.stringify({ groups: [{ name: 'dashboard', rules }] }));
+    const check = runTool('promtool', ['check', 'rules', 'dashboard.rules.yml'], { cwd: dir });
+    assert.equal(check.status, 0, check.output);
+    assert.match(check.output, new RegExp(`SUCCESS: ${rules.length} rules found`));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('promtool check rules and the rules unit tests pass', { skip: promtool }, () => {
