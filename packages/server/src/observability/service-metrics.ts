@@ -1,9 +1,11 @@
 /**
  * Prometheus metrics of one service instance. Each instance owns its Registry (never the global
  * one), so several services can live in one process, as they do in tests.
- * Labels never carry identifiers or data set ids from unauthenticated requests: only statuses,
- * reasons, limits and field paths in their stored form (validation/stored-reason.ts: schema paths,
- * or a known prefix and `*`), all of bounded cardinality, whatever senders send.
+ * No label value comes from a sender: not data set ids, key ids, paths, header values or event
+ * keys, authenticated or not. Labels are the server's own status codes, rejection reasons and
+ * limit names, and field paths in their stored form (validation/stored-reason.ts: schema paths,
+ * or a known prefix and `*`), all of bounded cardinality whatever senders send
+ * (test/observability/prometheus-metrics.test.ts sends hostile values and reads every label).
  */
 import { EventErrors, eventErrorOf } from '@ecapi-ingest/protocol';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
@@ -23,6 +25,8 @@ export function rejectionReasonOf(message: string): RejectionReason {
     default: return 'other';
   }
 }
+
+const GAUGES_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const;
 
 export class ServiceMetrics implements QueueCommitObserver {
   readonly registry = new Registry();
@@ -136,7 +140,13 @@ export class ServiceMetrics implements QueueCommitObserver {
   onHealthChange: (() => void) | null = null;
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'ecapi_process_' });
+    // prom-client's default metrics under their standard names (`process_*`, `nodejs_*`): stock
+    // Node.js dashboards and alerts query exactly these. Three of them are gauges named `_total`
+    // (the sums of the per-type `nodejs_active_handles`, `_requests`, `_resources` gauges), which
+    // Prometheus' naming rules reserve for counters and `promtool check metrics` refuses; they are
+    // dropped, and `sum(nodejs_active_handles)` gives the same figure.
+    collectDefaultMetrics({ register: this.registry });
+    for (const name of GAUGES_NAMED_TOTAL) this.registry.removeSingleMetric(name);
     this.queueWritable.set(1);
   }
 
