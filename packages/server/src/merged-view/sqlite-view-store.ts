@@ -119,6 +119,10 @@ function byDataSet<T extends { dataSetId: string }>(items: readonly T[], keyOf: 
   return out;
 }
 
+const byKey = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+const nodeOrder = (a: IdentityNode, b: IdentityNode) => byKey(a.dataSetId, b.dataSetId) || byKey(a.identityKey, b.identityKey);
+const linkOrder = (a: IdentifierLink, b: IdentifierLink) => byKey(a.dataSetId, b.dataSetId) || byKey(a.identifier, b.identifier);
+const sortedBy = <T>(items: readonly T[], order: (a: T, b: T) => number): T[] => [...items].sort(order);
 
 export class SqliteViewStore implements ViewStore {
   readonly #db: Database.Database;
@@ -160,8 +164,12 @@ export class SqliteViewStore implements ViewStore {
       ),
       insertLink: db.prepare('INSERT OR REPLACE INTO identity_identifiers (data_set_id, identifier, identity_key) VALUES (?, ?, ?)'),
       node: db.prepare('SELECT * FROM identity_nodes WHERE data_set_id = ? AND identity_key = ?'),
+      // An upsert, not INSERT OR REPLACE: REPLACE deletes and re-inserts the row, touching the
+      // parent index too even when the parent did not change; an update in place does not.
       upsertNode: db.prepare(
-        'INSERT OR REPLACE INTO identity_nodes (data_set_id, identity_key, parent, created_seq, event_count, identifier_count) VALUES (?, ?, ?, ?, ?, ?)',
+        `INSERT INTO identity_nodes (data_set_id, identity_key, parent, created_seq, event_count, identifier_count) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (data_set_id, identity_key) DO UPDATE SET
+           parent = excluded.parent, created_seq = excluded.created_seq, event_count = excluded.event_count, identifier_count = excluded.identifier_count`,
       ),
       // INDEXED BY: without statistics the planner would scan the data set's nodes by primary key.
       reparent: db.prepare('UPDATE identity_nodes INDEXED BY identity_nodes_parent SET parent = ? WHERE data_set_id = ? AND parent = ?'),
@@ -212,6 +220,8 @@ export class SqliteViewStore implements ViewStore {
         }
         return out;
       },
+      // Records in the order given: a new record's rowid is its place in `events export`'s order
+      // of first arrival.
       writeRecords: async (records) => {
         for (const r of records) {
           s.upsertRecord.run(
@@ -221,13 +231,15 @@ export class SqliteViewStore implements ViewStore {
         }
       },
       writeIdentities: async (nodes) => {
-        for (const n of nodes) s.upsertNode.run(n.dataSetId, n.identityKey, n.parent, n.createdSeq, n.eventCount, n.identifierCount);
+        for (const n of sortedBy(nodes, nodeOrder)) s.upsertNode.run(n.dataSetId, n.identityKey, n.parent, n.createdSeq, n.eventCount, n.identifierCount);
       },
       reparentIdentities: async (moves) => {
         for (const m of moves) s.reparent.run(m.to, m.dataSetId, m.from);
       },
+      // Identity rows in key order: consecutive writes land on neighbouring B-tree pages, so each
+      // page is fetched and dirtied once in a run rather than at random.
       linkIdentifiers: async (links: readonly IdentifierLink[]) => {
-        for (const l of links) s.insertLink.run(l.dataSetId, l.identifier, l.identityKey);
+        for (const l of sortedBy(links, linkOrder)) s.insertLink.run(l.dataSetId, l.identifier, l.identityKey);
       },
       addCounters: async (deltas) => {
         for (const d of deltas) {
