@@ -223,7 +223,7 @@ export function prepareEvents(events: ReadonlyArray<EventInput | PlaintextEventI
     ids[i] = typeof event.id === 'string' ? event.id : null;
     prepared[i] = event as unknown as EcapiEvent;
     if (event.data_set_id !== options.dataSetId && typeof event.data_set_id === 'string') {
-      reject(i, { code: 'INVALID_FIELD', message: EventErrors.INVALID_FIELD.message('data_set_id', `must equal the client's data set "${options.dataSetId}" (X-Service-Data-Set)`) }, event);
+      reject(i, EventErrors.INVALID_FIELD.error('data_set_id', `must equal the client's data set "${options.dataSetId}" (X-Service-Data-Set)`), event);
       continue;
     }
     if (validate) {

@@ -25,8 +25,8 @@ function validator(): ValidateFunction {
   return compiled;
 }
 
-const schemaError = (detail: string): EventError => ({ code: 'SCHEMA', message: EventErrors.SCHEMA.message(detail) });
-const invalidField = (field: string, reason: string): EventError => ({ code: 'INVALID_FIELD', message: EventErrors.INVALID_FIELD.message(field, reason) });
+const schemaError = EventErrors.SCHEMA.error;
+const invalidField = EventErrors.INVALID_FIELD.error;
 
 function eventErrorOfAjv(error: ErrorObject): EventError {
   const params = error.params as Record<string, unknown>;
@@ -35,9 +35,9 @@ function eventErrorOfAjv(error: ErrorObject): EventError {
   switch (error.keyword) {
     case 'required':
     case 'dependentRequired':
-      return { code: 'MISSING_FIELD', message: EventErrors.MISSING_FIELD.message(child(String(params.missingProperty))) };
+      return EventErrors.MISSING_FIELD.error(child(String(params.missingProperty)));
     case 'pattern':
-      if (error.schemaPath.includes('/Sha256Hex/')) return { code: 'NOT_HASHED', message: EventErrors.NOT_HASHED.message(at) };
+      if (error.schemaPath.includes('/Sha256Hex/')) return EventErrors.NOT_HASHED.error(at);
       return invalidField(at, `must match ${String(params.pattern)}`);
     case 'format':
       if (error.schemaPath.includes('/IpAddress/')) return invalidField(at, 'must be a valid IPv4 or IPv6 address');

@@ -1,22 +1,29 @@
 /**
  * Per-event rejection reasons: the stable code, the HTTP status an all-failed request takes, and
- * the message template, once, for the server (which writes them into `errors[].error`) and the
- * sender SDK (which words its local validation the same way and returns `{code, message}`).
+ * the message template, once, for the server (which produces them as `{code, message}` and writes
+ * the message into `errors[].error`) and the sender SDK (which words its local validation the same
+ * way and returns `{code, message}`).
  *
- * The wire format is the interface spec's: `errors[].error` is a string of exactly these shapes.
- * The code is not on the wire; eventErrorOf() reads it back from a message, and is the one place
- * that knows the shapes apart (it uses the templates' own fixed prefixes, so a template and its
- * reader cannot drift). Rewording a template is a breaking change: senders match on the messages.
+ * Producers build the data with `EventErrors.X.error(...)`: the code travels with the message, so
+ * no consumer in the process that produced it has to recognise a code from text. The wire format
+ * is the interface spec's: `errors[].error` is the message alone, a string of exactly these
+ * shapes, and the code is not on the wire. eventErrorOf() reads the code back from such a string,
+ * which only a reader of text the producer no longer holds needs: the SDK reading a service
+ * response, or the server reading a reason stored before codes were kept. It uses the templates'
+ * own fixed prefixes, so a template and its reader cannot drift. Rewording a template is a
+ * breaking change: senders match on the messages.
  */
 
-export interface EventErrorDefinition<A extends unknown[] = []> {
-  readonly code: string;
+export interface EventErrorDefinition<C extends string = string, A extends unknown[] = []> {
+  readonly code: C;
   readonly status: number;
   readonly message: (...args: A) => string;
+  /** The rejection as data: `{code, message}`, one small object. */
+  readonly error: (...args: A) => { readonly code: C; readonly message: string };
 }
 
-function def<A extends unknown[]>(code: string, status: number, message: (...args: A) => string): EventErrorDefinition<A> {
-  return { code, status, message };
+function def<C extends string, A extends unknown[]>(code: C, status: number, message: (...args: A) => string): EventErrorDefinition<C, A> {
+  return { code, status, message, error: (...args: A) => ({ code, message: message(...args) }) };
 }
 
 export const EventErrors = {
@@ -35,14 +42,22 @@ export interface EventError {
   readonly message: string;
 }
 
-/** The fixed text each template starts with (the template called with empty arguments, cut at the first argument). */
+/** The fixed text each template starts with (the template called with markers, cut at the first argument). */
 const PREFIXES: ReadonlyArray<readonly [EventErrorCode, string]> = (Object.keys(EventErrors) as EventErrorCode[]).map((code) => {
   const marker = '\u0000';
   const sample = (EventErrors[code].message as (...args: string[]) => string)(marker, marker);
   return [code, sample.slice(0, sample.indexOf(marker))] as const;
 });
 
-/** The code of a per-event message in the spec's shapes (`OTHER` for any other text, e.g. a privacy refusal). */
+/** The fixed text a code's messages start with (`invalid field `, `schema validation failed: `). */
+export function eventErrorPrefixOf(code: EventErrorCode): string {
+  return PREFIXES.find(([c]) => c === code)![1];
+}
+
+/**
+ * The code of a per-event message in the spec's shapes (`OTHER` for any other text). Only for text
+ * whose producer's `{code, message}` is gone: a service response (the SDK) or a stored reason.
+ */
 export function eventErrorOf(message: string): EventError {
   for (const [code, prefix] of PREFIXES) if (message.startsWith(prefix)) return { code, message };
   return { code: 'OTHER', message };

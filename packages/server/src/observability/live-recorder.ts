@@ -8,7 +8,6 @@
  * (event-display.ts). Everything it holds is bounded per second and handed over by `collect()`.
  */
 import type { ServiceMetrics } from './service-metrics.js';
-import { rejectionReasonOf } from './service-metrics.js';
 import type { IngestObserver, ObservedRequest } from '../analytics/ingest-observer.js';
 import { eventForDisplay, rejectedEventForDisplay } from './event-display.js';
 import {
@@ -50,13 +49,10 @@ export class LiveRecorder implements IngestObserver {
     entry.accepted += request.accepted;
     entry.rejected += request.errors.length;
     for (const meta of request.metas) if (meta?.consent?.decision === 'measurement_only') entry.measurement_only++;
-    for (const error of request.errors) {
-      const reason = rejectionReasonOf(error.error);
-      entry.reasons[reason] = (entry.reasons[reason] ?? 0) + 1;
-    }
+    for (const { reason } of request.errors) entry.reasons[reason] = (entry.reasons[reason] ?? 0) + 1;
     // Keep only what can be shown: the newest few per second.
     for (const error of request.errors.slice(-MAX_REJECTIONS_PER_DATA_SET)) {
-      this.#rejections.push({ at: request.receivedAtMs, data_set_id: request.dataSetId, request_id: request.requestId, ...error });
+      this.#rejections.push({ at: request.receivedAtMs, data_set_id: request.dataSetId, request_id: request.requestId, index: error.index, event_id: error.event_id, error: error.error });
     }
     if (this.#rejections.length > 4 * MAX_REJECTIONS_PER_DATA_SET) this.#rejections = this.#rejections.slice(-MAX_REJECTIONS_PER_DATA_SET * 2);
     if (this.wantsEvents) this.#recordTestEvents(request);

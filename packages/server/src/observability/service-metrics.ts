@@ -7,20 +7,22 @@
  * or a known prefix and `*`), all of bounded cardinality whatever senders send
  * (test/observability/prometheus-metrics.test.ts sends hostile values and reads every label).
  */
-import { EventErrors, eventErrorOf } from '@ecapi-ingest/protocol';
+import type { EventErrorCode } from '@ecapi-ingest/protocol';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { QueueCommitObserver } from '../queue/event-queue.js';
 
 export type RejectionReason = 'schema' | 'missing_field' | 'invalid_field' | 'not_hashed' | 'data_set_mismatch' | 'other';
 
-const DATA_SET_MISMATCH = EventErrors.INVALID_FIELD.message('data_set_id', 'must equal');
-
-/** The metric label of a per-event message: its code from the shared registry (eventErrorOf), not a prefix list of its own. */
-export function rejectionReasonOf(message: string): RejectionReason {
-  switch (eventErrorOf(message).code) {
+/**
+ * The metric label of a per-event rejection, from its registry code (the data the validator
+ * produced, never its text). `data_set_mismatch` is an INVALID_FIELD the request path itself
+ * produces and labels (http/events-request.ts), so it is not derived here.
+ */
+export function rejectionReasonOf(code: EventErrorCode): RejectionReason {
+  switch (code) {
     case 'SCHEMA': return 'schema';
     case 'MISSING_FIELD': return 'missing_field';
-    case 'INVALID_FIELD': return message.startsWith(DATA_SET_MISMATCH) ? 'data_set_mismatch' : 'invalid_field';
+    case 'INVALID_FIELD': return 'invalid_field';
     case 'NOT_HASHED': return 'not_hashed';
     default: return 'other';
   }
