@@ -36,7 +36,7 @@ import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { randomUUID } from 'node:crypto';
 import { HEADER_REQUEST_ID, MAX_BODY_BYTES } from '@ecapi-ingest/protocol';
-import type { Logger } from '../observability/logger.js';
+import { requestLineWriter, type Logger } from '../observability/logger.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
 import { type RequestError, requestError } from '../errors.js';
 import { gatewayAnswer, pathOf } from './gateway.js';
@@ -312,6 +312,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     });
   };
 
+  const logRequest = requestLineWriter(deps.logger);
   const finish = (req: Request, res: Response, requestId: string, started: number, outcome: EventsOutcome | { status: number }, extraHeaders?: Record<string, string>): void => {
     const body = 'body' in outcome ? outcome.body : '';
     const headers = { ...(outcome as EventsOutcome).headers, ...extraHeaders };
@@ -322,20 +323,17 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     deps.metrics.countRequest(outcome.status);
     deps.metrics.requestDuration.observe(latencyMs / 1000);
     const o = outcome as Partial<EventsOutcome>;
-    deps.logger.info(
-      {
-        request_id: requestId,
-        status: outcome.status,
-        data_set_id: o.dataSetId,
-        key_id: o.keyId,
-        accepted: o.accepted ?? 0,
-        rejected: o.rejected ?? 0,
-        error_code: o.errorCode,
-        latency_ms: Math.round(latencyMs * 100) / 100,
-        http: req.httpVersion,
-      },
-      'request',
-    );
+    logRequest({
+      request_id: requestId,
+      status: outcome.status,
+      data_set_id: o.dataSetId,
+      key_id: o.keyId,
+      accepted: o.accepted ?? 0,
+      rejected: o.rejected ?? 0,
+      error_code: o.errorCode,
+      latency_ms: Math.round(latencyMs * 100) / 100,
+      http: req.httpVersion,
+    });
   };
 
   server.on('request', (req: Request, res: Response) => {
