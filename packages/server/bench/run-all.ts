@@ -255,6 +255,7 @@ async function ingestBench(): Promise<void> {
     // which drains what ingestion accepts on the same cores (issue 17). Its process tree grows
     // after start (the consumer), so RSS is sampled with the tree listed again every second.
     { label: DEFAULT_NODE, args: [] },
+    { label: 'service, 2 processes, consumer on', args: ['--workers', '2'] },
   ];
   let p99At1000: Awaited<ReturnType<typeof fixedRate>> | null = null;
   let p99At1000DefaultNode: Awaited<ReturnType<typeof fixedRate>> | null = null;
@@ -266,7 +267,7 @@ async function ingestBench(): Promise<void> {
     const scenarios = service.label.includes('no limiter') ? SCENARIOS.filter((s) => s.name === 'single') : SCENARIOS;
     for (const s of scenarios) {
       log(`${service.label} ${s.name}...`);
-      const stopSampling = sampleRss(server.child.pid!, { relist: service.label === DEFAULT_NODE });
+      const stopSampling = sampleRss(server.child.pid!, { relist: !service.args.includes('--no-worker') });
       const r = row(service.label, s, await runWrk(`https://127.0.0.1:${server.port}`, scripts.get(s.name)!, { seconds: SECONDS, connections: CONNECTIONS, threads: THREADS }));
       r.rss = stopSampling();
       accepted += r.eventsPerSecond * SECONDS;
