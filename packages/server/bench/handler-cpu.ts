@@ -38,7 +38,8 @@ async function main(): Promise<void> {
   const noop = { inc() {}, observe() {} };
   const metrics = { countRequest() {}, requestDuration: noop, queueAppendDuration: noop, eventsAccepted: noop, eventsRejected: noop, rateLimited: noop, piiRedactions: noop } as unknown as ServiceMetrics;
   const queue = { append: (batch) => Promise.resolve({ firstSeq: 0, count: batch.events.length }) } as EventQueue;
-  const acceptAll: EventProcessor = { check: (event) => ({ ok: true, event: event as Record<string, unknown>, meta: undefined, modified: false }) };
+  const accepted = (event: unknown) => ({ ok: true as const, event: event as Record<string, unknown>, meta: undefined, modified: false });
+  const acceptAll: EventProcessor = { evaluate: accepted, check: accepted };
   const base = { credentials: () => cache.current(), queue, metrics, now: Date.now };
   const handler = (deps: EventsRequestDeps) => async (r: (typeof requests)[number]) => {
     const outcome = await handleEventsRequest(deps, r.headers, r.body, 'bench');

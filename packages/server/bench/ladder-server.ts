@@ -47,7 +47,8 @@ const noop = { inc() {}, observe() {} };
 const METRICS_OFF = { countRequest() {}, watchBodyBudget() {}, requestDuration: noop, queueAppendDuration: noop, eventsAccepted: noop, eventsRejected: noop, rateLimited: noop, piiRedactions: noop } as unknown as ServiceMetrics;
 
 /** Validation off: every event accepted as sent. */
-const ACCEPT_ALL: EventProcessor = { check: (event) => ({ ok: true, event: event as Record<string, unknown>, meta: undefined, modified: false }) };
+const accepted = (event: unknown) => ({ ok: true as const, event: event as Record<string, unknown>, meta: undefined, modified: false });
+const ACCEPT_ALL: EventProcessor = { evaluate: accepted, check: accepted };
 
 /** Queue off: acknowledged at once, stored nowhere. */
 const QUEUE_OFF = {
