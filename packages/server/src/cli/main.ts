@@ -9,6 +9,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
+import { defaultServingProcesses } from '../cluster/default-serving-processes.js';
 import { resolve } from 'node:path';
 import { DEFAULT_PORTS, parseEnvironment, type Environment, type ServeConfig } from '../config.js';
 import {
@@ -174,7 +175,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)')
     .option('--tls-key <file>', 'PEM private key')
     .option('--control-poll <duration>', 'how often to pick up control-plane changes', '1s')
-    .addOption(new Option('--workers <n>', 'serving processes (default: one per CPU core)').env('ECAPI_WORKERS'))
+    .addOption(new Option('--workers <n>', 'serving processes (default: one per CPU core, less one for the consumer unless --no-worker; at least 1)').env('ECAPI_WORKERS'))
     .option('--failed-auth-rps <n>', 'failed authentications per second one client address may sustain', String(DEFAULT_FAILED_AUTH_LIMITS.perSecond))
     .option('--no-rate-limit', 'do not enforce data-set rate limits (when a gateway in front enforces quotas)')
     .option('--failed-auth-burst <n>', 'failed authentications one client address may burst before it gets 429', String(DEFAULT_FAILED_AUTH_LIMITS.burst))
@@ -231,7 +232,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
         tlsCert: opts.tlsCert,
         tlsKey: opts.tlsKey,
         controlPollMs: parseDurationMs(opts.controlPoll),
-        workers: opts.workers !== undefined ? Math.floor(parsePositive(opts.workers)) : availableParallelism(),
+        workers: opts.workers !== undefined ? Math.floor(parsePositive(opts.workers)) : defaultServingProcesses(availableParallelism(), opts.worker),
         failedAuthPerSecond: parsePositive(opts.failedAuthRps),
         failedAuthBurst: parsePositive(opts.failedAuthBurst),
         rateLimit: opts.rateLimit,

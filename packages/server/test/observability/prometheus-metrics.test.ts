@@ -77,7 +77,8 @@ const LABELS: Record<string, ReadonlySet<string> | RegExp> = {
   field: /^[a-z_]+(?:\.(?:[a-z_]+|\*)|\[\])*$/,
   le: /^(?:[0-9.e+-]+|\+Inf)$/,
   // prom-client's default metrics.
-  type: /^[A-Za-z]+$/,
+  // Node handle class names (nodejs_active_handles): Http2SecureServer on a one-process node.
+  type: /^[A-Za-z][A-Za-z0-9]*$/,
   space: /^[a-z_]+$/,
   kind: new Set(['major', 'minor', 'incremental', 'weakcb']),
   version: /^v\d+\.\d+\.\d+$/,
