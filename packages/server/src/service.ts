@@ -21,7 +21,8 @@ import type { RateLimiter } from './rate-limit/rate-limiter.js';
 import type { IngestOutcomeRecorder } from './analytics/ingest-outcome-recorder.js';
 import { BufferedOutcomeRecorder } from './analytics/buffered-outcome-recorder.js';
 import { registerConsumerLagGauges, StatsReader } from './analytics/stats-reader.js';
-import { LiveRecorder, LiveStore, startLiveLoop } from './observability/live-stats.js';
+import { LiveRecorder, startLiveLoop } from './observability/live-recorder.js';
+import { LiveStore } from './observability/live-store.js';
 import { createEventProcessor } from './validation/event-processor.js';
 import { announceListening, buildNodeAdmin, closeOnce, openNode } from './serving-node.js';
 

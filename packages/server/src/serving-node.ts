@@ -17,7 +17,7 @@ import type { StatsReader } from './analytics/stats-reader.js';
 import type { ControlPlane, IssuedKey } from './control/control-plane.js';
 import { createDemoIfFresh } from './demo.js';
 import type { Logger } from './observability/logger.js';
-import type { LiveStore } from './observability/live-stats.js';
+import type { LiveStore } from './observability/live-store.js';
 import { openStorage } from './storage/open-storage.js';
 import type { Storage } from './storage/storage.js';
 import { loadTlsMaterial, type TlsMaterial } from './tls/tls-material.js';

@@ -5,7 +5,7 @@
  * command modules (one file per command group), and the one place errors become exit codes.
  *
  * Contract: commands that print data print one JSON document with --json; a failing command exits
- * non-zero with exactly one line on stderr (usage errors 2, everything else 1); every command works
+ * non-zero with exactly one line on stderr (usage errors 2, see cli-io.ts; everything else 1); every command works
  * while the server runs (they open the same SQLite files, in WAL mode, with a busy timeout).
  */
 import { Command, CommanderError, Option } from 'commander';
@@ -15,7 +15,7 @@ import { parseEnvironment } from '../config.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { openStorage, validateDatabaseUrl } from '../storage/open-storage.js';
 import type { Storage } from '../storage/storage.js';
-import { OutputClosedError, processIo, watchOutput, type CliIo } from './cli-io.js';
+import { CliError, OutputClosedError, processIo, watchOutput, type CliIo } from './cli-io.js';
 import type { CliContext, GlobalOptions } from './cli-context.js';
 import { registerDataSetCommands } from './data-set-commands.js';
 import { registerGrantCommands } from './grant-commands.js';
@@ -117,6 +117,6 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     }
     const message = error instanceof Error ? error.message : String(error);
     io.stderr.write(`error: ${message.split('\n')[0]}\n`);
-    return 1;
+    return error instanceof CliError ? error.exitCode : 1;
   }
 }

@@ -13,6 +13,7 @@ import { DEFAULT_PORTS, type ServeConfig } from '../config.js';
 import { parseDurationMs } from '../control/duration.js';
 import { consoleUrl, demoBanner } from '../demo.js';
 import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messages.js';
+import { defaultServingProcesses } from '../cluster/default-serving-processes.js';
 import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
 import { startConsumerSupervisor, type ConsumerSupervisor } from '../consumer/consumer-supervisor.js';
 import type { CliContext } from './cli-context.js';
@@ -33,7 +34,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)')
     .option('--tls-key <file>', 'PEM private key')
     .option('--control-poll <duration>', 'how often to pick up control-plane changes', '1s')
-    .addOption(new Option('--workers <n>', 'serving processes (default: one per CPU core)').env('ECAPI_WORKERS'))
+    .addOption(new Option('--workers <n>', 'serving processes (default: one per CPU core, less one for the consumer unless --no-worker; at least 1)').env('ECAPI_WORKERS'))
     .option('--failed-auth-rps <n>', 'failed authentications per second one client address may sustain', String(DEFAULT_FAILED_AUTH_LIMITS.perSecond))
     .option('--no-rate-limit', 'do not enforce data-set rate limits (when a gateway in front enforces quotas)')
     .option('--failed-auth-burst <n>', 'failed authentications one client address may burst before it gets 429', String(DEFAULT_FAILED_AUTH_LIMITS.burst))
@@ -90,7 +91,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         tlsCert: opts.tlsCert,
         tlsKey: opts.tlsKey,
         controlPollMs: parseDurationMs(opts.controlPoll),
-        workers: opts.workers !== undefined ? Math.floor(parsePositive(opts.workers)) : availableParallelism(),
+        workers: opts.workers !== undefined ? Math.floor(parsePositive(opts.workers)) : defaultServingProcesses(availableParallelism(), opts.worker),
         failedAuthPerSecond: parsePositive(opts.failedAuthRps),
         failedAuthBurst: parsePositive(opts.failedAuthBurst),
         rateLimit: opts.rateLimit,
