@@ -2,7 +2,14 @@
  * Per-data-set privacy and validation policy. Stored in the control plane, changed with
  * `ecapi-ingest data-set policy`, and read by the request path from the in-memory snapshot.
  * `version` increases on every change so that each queued record can say which policy it passed.
+ *
+ * Adding a policy field is this file only: the field and its default below, its bounds in
+ * validatePolicyPatch, and (when stored policies may lack or rename it) policyFromStored.
+ * ControlPlaneService applies patches on every backend; the CLI's `data-set policy` sets it.
  */
+import { ControlPlaneError } from '../errors.js';
+import { formatDurationMs } from './duration.js';
+
 export type ConsentMode = 'enforce' | 'reject' | 'off';
 export type IpMode = 'keep' | 'truncate' | 'drop';
 export type PiiScanMode = 'redact' | 'reject' | 'off';
@@ -42,4 +49,26 @@ export function policyFromStored(json: string): DataSetPolicy {
     return Object.freeze({ ...policy, mergeWindowMs: mergeWindowSeconds * 1000 });
   }
   return Object.freeze(policy);
+}
+
+export type PolicyPatch = Partial<Omit<DataSetPolicy, 'version'>>;
+
+/** Maximum event age and merge window: ten years. */
+export const MAX_POLICY_WINDOW_SECONDS = 3650 * 86_400;
+
+/** Refuses out-of-range fields before anything is written (a ControlPlaneError naming the bounds). */
+export function validatePolicyPatch(patch: PolicyPatch): void {
+  const maxAge = patch.maxAgeSeconds;
+  if (maxAge !== undefined && (!Number.isSafeInteger(maxAge) || maxAge < 1 || maxAge > MAX_POLICY_WINDOW_SECONDS)) {
+    throw new ControlPlaneError(`invalid max age: between 1s and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}`);
+  }
+  const mergeWindow = patch.mergeWindowMs;
+  if (mergeWindow !== undefined && (!Number.isSafeInteger(mergeWindow) || mergeWindow < 0 || mergeWindow > MAX_POLICY_WINDOW_SECONDS * 1000)) {
+    throw new ControlPlaneError(`invalid merge window: between 0ms and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}, in whole milliseconds`);
+  }
+}
+
+/** The next version of a policy: the patch applied, the version bumped. */
+export function patchedPolicy(current: DataSetPolicy, patch: PolicyPatch): DataSetPolicy {
+  return { ...current, ...patch, version: current.version + 1 };
 }

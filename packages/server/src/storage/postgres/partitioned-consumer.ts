@@ -33,9 +33,9 @@ import { VIEW_CONSUMER, ViewConsumer } from '../../consumer/view-consumer.js';
 import type { PostgresViewStore } from '../../merged-view/postgres-view-store.js';
 import { readSegments } from '../../queue/postgres-event-queue.js';
 import type { ConsumerRunOptions } from '../storage.js';
-import { DB_NOW_MS, type Pool } from './database.js';
-import { QUEUE_PARTITIONS } from './migrations.js';
-import { partitionConsumer } from './partitions.js';
+import { DB_NOW_MS, type Pool } from '../../postgres/database.js';
+import { QUEUE_PARTITIONS } from '../../postgres/migrations.js';
+import { partitionConsumer } from '../../postgres/partitions.js';
 
 export const LEASE_MS = 15_000;
 export const RENEW_MS = 3_000;
