@@ -8,9 +8,9 @@
  * Only the schema keywords the ECAPI schema uses are supported; anything else fails loudly, so a
  * schema change can never silently produce a laxer type.
  */
-import { createRequire } from 'node:module';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { loadEventSchema } from '@ecapi-ingest/protocol';
 
 type Schema = Record<string, any>;
 
@@ -19,7 +19,7 @@ export const SCHEMA_SPECIFIER = '@ecapi-ingest/protocol/schema/ecapi-event.schem
 export const GENERATED_FILE = fileURLToPath(new URL('../../src/event-types.generated.ts', import.meta.url));
 
 export function loadSchema(): Schema {
-  return JSON.parse(readFileSync(createRequire(import.meta.url).resolve(SCHEMA_SPECIFIER), 'utf8')) as Schema;
+  return loadEventSchema() as Schema;
 }
 
 /** Keywords that only document or constrain values in ways TypeScript cannot express. */

@@ -11,7 +11,7 @@
  * 4. follows the spec's retry guidance (see retry.ts) and returns one result per input event.
  */
 import { Agent, type Dispatcher } from 'undici';
-import { EVENTS_PATH, HEADER_DATA_SET, HEADER_KEY_ID, HEADER_REQUEST_ID, HEADER_SIGNATURE, signBody } from '@ecapi-ingest/protocol';
+import { EVENTS_PATH, EventErrors, HEADER_DATA_SET, HEADER_KEY_ID, HEADER_REQUEST_ID, HEADER_SIGNATURE, eventErrorOf, signBody } from './protocol.js';
 import type { EcapiEvent } from './event-types.generated.js';
 import { hashEvent, type HashOptions, type PlaintextEvent } from './hash-event.js';
 import { NormalizationError } from './normalize.js';
@@ -20,15 +20,26 @@ import {
   DEFAULT_BACKOFF,
   backoffDelayMs,
   classifyStatus,
-  describeNetworkError,
   isRetryableNetworkError,
+  networkFailure,
   parseRetryAfterMs,
   type BackoffOptions,
 } from './retry.js';
+import { refusalOf, type DeliveryFailure, type Rejection } from './send-errors.js';
 import { uuidv7 } from './uuid.js';
 import { validateEvent } from './validate.js';
 
 export const CLIENT_VERSION = '0.1.0';
+
+/** Members the client fills in: `data_set_id` (the client's data set) and `id` (a UUIDv7). */
+type ClientFilled = 'data_set_id' | 'id';
+/**
+ * An event as given to send(): an ECAPI 1.0 event whose `data_set_id` and `id` may be left out.
+ * Closed like the schema: a misspelt member or event type does not compile.
+ */
+export type EventInput = Omit<EcapiEvent, ClientFilled> & Partial<Pick<EcapiEvent, ClientFilled>>;
+/** The same with plaintext identifiers, for `hash: true` (hashEvent's input). */
+export type PlaintextEventInput = Omit<PlaintextEvent, ClientFilled> & Partial<Pick<EcapiEvent, ClientFilled>>;
 
 export interface PrepareOptions {
   /** The data set the events go to; filled in where an event has no data_set_id. */
@@ -87,24 +98,25 @@ export interface RejectedEvent {
   readonly status: 'rejected';
   readonly index: number;
   readonly id: string | null;
-  /** The service's per-event or request-level error, or the local validation/normalization error. */
-  readonly error: string;
+  /** The service's per-event error, or the local validation/normalization error, as {code, message}. */
+  readonly error: Rejection;
   /** The HTTP status that rejected it, or null when it was rejected before sending. */
   readonly httpStatus: number | null;
   readonly requestId: string | undefined;
   /** The event as it was (or would have been) sent: hashed, with its id. Resend this after fixing it. */
-  readonly event: unknown;
+  readonly event: EcapiEvent;
 }
 
 export interface UndeliverableEvent {
   readonly status: 'undeliverable';
   readonly index: number;
   readonly id: string | null;
-  /** The last failure: `500 ingest backend unavailable`, `network error: …`, `time-out: …`. */
-  readonly error: string;
+  /** The last failure (`SERVER_ERROR` `500 ingest backend unavailable`, `NETWORK`, `TIMEOUT`), or the send's request-level failure. */
+  readonly error: DeliveryFailure;
+  /** Attempts made for this event's request (0: not sent, because the send had stopped). */
   readonly attempts: number;
   /** The event as sent, with its id: resending it later cannot create a duplicate. */
-  readonly event: unknown;
+  readonly event: EcapiEvent;
 }
 
 export type EventResult = AcceptedEvent | RejectedEvent | UndeliverableEvent;
@@ -131,12 +143,18 @@ export interface SendResult extends SendTotals {
   readonly durationMs: number;
   /** True when every event was accepted. */
   readonly ok: boolean;
+  /**
+   * Set when the send stopped on a failure every request would meet (AUTHENTICATION,
+   * AUTHORIZATION, WRONG_URL, TLS, HOST_NOT_FOUND): reported once here; the events it stopped are
+   * undeliverable with this same error.
+   */
+  readonly failure: DeliveryFailure | undefined;
 }
 
 export interface RetryInfo {
   readonly reason: 'server-error' | 'network-error' | 'rate-limited';
   readonly status: number | null;
-  readonly error: string;
+  readonly error: DeliveryFailure;
   /** The retry about to be made, from 1. */
   readonly retry: number;
   readonly delayMs: number;
@@ -150,7 +168,7 @@ export interface PreparedEvents {
   /** Serialized JSON of each event, by input index (undefined for events rejected locally). */
   readonly serialized: (string | undefined)[];
   /** The prepared event objects, by input index. */
-  readonly prepared: unknown[];
+  readonly prepared: EcapiEvent[];
   readonly ids: (string | null)[];
   /** Events that failed preparation, with the reason. */
   readonly rejected: RejectedEvent[];
@@ -166,27 +184,28 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * Prepares events for sending without any I/O: hashing, data set, ids, validation, serialization
  * (each event exactly once) and the packing plan. `send()` uses it; `--dry-run` is this alone.
  */
-export function prepareEvents(events: readonly unknown[], options: PrepareOptions): PreparedEvents {
+export function prepareEvents(events: ReadonlyArray<EventInput | PlaintextEventInput>, options: PrepareOptions): PreparedEvents {
   const limits: PackLimits = packLimits({ maxEvents: options.maxEventsPerRequest, maxBytes: options.maxBodyBytes });
   const hashOptions: HashOptions | undefined = options.hash === true ? {} : options.hash === false || options.hash === undefined ? undefined : options.hash;
   const generateIds = options.generateIds ?? true;
   const validate = options.validate ?? true;
   const n = events.length;
   const serialized: (string | undefined)[] = new Array(n);
-  const prepared: unknown[] = new Array(n);
+  const prepared: EcapiEvent[] = new Array(n);
   const ids: (string | null)[] = new Array(n);
   const rejected: RejectedEvent[] = [];
   const okIndexes: number[] = [];
   const sizes: number[] = [];
-  const reject = (index: number, error: string, event: unknown) => {
-    rejected.push({ status: 'rejected', index, id: ids[index] ?? null, error, httpStatus: null, requestId: undefined, event });
+  const reject = (index: number, error: Rejection, event: unknown) => {
+    rejected.push({ status: 'rejected', index, id: ids[index] ?? null, error, httpStatus: null, requestId: undefined, event: event as EcapiEvent });
   };
   for (let i = 0; i < n; i++) {
-    const input = events[i];
+    // Typed callers cannot pass a non-object; parsed JSON (the CLI, casts) can, and is checked here.
+    const input: unknown = events[i];
     ids[i] = isPlainObject(input) && typeof input.id === 'string' ? input.id : null;
-    prepared[i] = input;
+    prepared[i] = input as EcapiEvent;
     if (!isPlainObject(input)) {
-      reject(i, 'schema validation failed: event must be a JSON object', input);
+      reject(i, { code: 'SCHEMA', message: EventErrors.SCHEMA.message('event must be a JSON object') }, input);
       continue;
     }
     let event: Record<string, unknown> = input;
@@ -194,7 +213,7 @@ export function prepareEvents(events: readonly unknown[], options: PrepareOption
       if (hashOptions) event = hashEvent(event as PlaintextEvent, hashOptions) as unknown as Record<string, unknown>;
     } catch (error) {
       if (!(error instanceof NormalizationError)) throw error;
-      reject(i, `normalization failed: ${error.message}`, event);
+      reject(i, { code: 'NORMALIZATION', message: `normalization failed: ${error.message}` }, event);
       continue;
     }
     if (event.data_set_id === undefined) event = { data_set_id: options.dataSetId, ...event };
@@ -202,9 +221,9 @@ export function prepareEvents(events: readonly unknown[], options: PrepareOption
       event = { ...event, id: uuidv7() };
     }
     ids[i] = typeof event.id === 'string' ? event.id : null;
-    prepared[i] = event;
+    prepared[i] = event as unknown as EcapiEvent;
     if (event.data_set_id !== options.dataSetId && typeof event.data_set_id === 'string') {
-      reject(i, `invalid field data_set_id: must equal the client's data set "${options.dataSetId}" (X-Service-Data-Set)`, event);
+      reject(i, EventErrors.INVALID_FIELD.error('data_set_id', `must equal the client's data set "${options.dataSetId}" (X-Service-Data-Set)`), event);
       continue;
     }
     if (validate) {
@@ -223,7 +242,7 @@ export function prepareEvents(events: readonly unknown[], options: PrepareOption
   for (const position of plan.oversize) {
     const index = okIndexes[position]!;
     serialized[index] = undefined;
-    reject(index, `event exceeds ${limits.maxBytes} bytes serialized: payload exceeds 1 MB limit even on its own`, prepared[index]);
+    reject(index, { code: 'EVENT_TOO_LARGE', message: `event exceeds ${limits.maxBytes} bytes serialized: payload exceeds 1 MB limit even on its own` }, prepared[index]);
   }
   rejected.sort((a, b) => a.index - b.index);
   const requests = plan.requests.map((r) => ({ ...r, items: r.items.map((p) => okIndexes[p]!) }));
@@ -234,6 +253,8 @@ interface MultiStatusBody {
   accepted?: number;
   errors?: { index: number; event_id?: string | null; error: string }[];
   error?: string;
+  /** The gateway's answers (403 for any path but POST /v1/events) say `message`. */
+  message?: string;
 }
 
 function parseJson(text: string): MultiStatusBody | undefined {
@@ -309,7 +330,7 @@ export class Client {
   }
 
   /** Sends events; resolves with a result per event (never rejects for a per-event or HTTP failure). */
-  async send(events: ReadonlyArray<EcapiEvent | PlaintextEvent | Record<string, unknown>>): Promise<SendResult> {
+  async send(events: ReadonlyArray<EventInput | PlaintextEventInput>): Promise<SendResult> {
     if (this.#closed) throw new Error('Client is closed');
     const started = Date.now();
     const o = this.#options;
@@ -345,7 +366,7 @@ export class Client {
     const concurrency = Math.min(o.concurrency ?? 4, Math.max(1, prep.requests.length));
     await Promise.all(Array.from({ length: concurrency }, worker));
     const all = results as EventResult[];
-    return { ...totals, results: all, durationMs: Date.now() - started, ok: totals.accepted === totals.total };
+    return { ...totals, results: all, durationMs: Date.now() - started, ok: totals.accepted === totals.total, failure: run.stop };
   }
 
   async #deliver(
@@ -373,8 +394,13 @@ export class Client {
     let rateLimitRetries = 0;
     let attempts = 0;
     const ids = (index: number) => prep.ids[index] ?? null;
-    const undeliverable = (error: string) => {
-      for (const index of request.items) record({ status: 'undeliverable', index, id: ids(index), error, attempts, event: prep.prepared[index] });
+    const undeliverable = (error: DeliveryFailure) => {
+      for (const index of request.items) record({ status: 'undeliverable', index, id: ids(index), error, attempts, event: prep.prepared[index]! });
+    };
+    /** A failure every request would meet: stop the send, report it once (SendResult.failure). */
+    const stop = (failure: DeliveryFailure) => {
+      run.stop ??= failure;
+      undeliverable(failure);
     };
 
     for (;;) {
@@ -401,16 +427,13 @@ export class Client {
         responseHeaders = response.headers;
         text = await response.body.text();
       } catch (error) {
-        const message = describeNetworkError(error);
-        if (!isRetryableNetworkError(error)) {
-          run.stop ??= { error: message, status: null, undeliverable: true };
-          return undeliverable(message);
-        }
-        if (retries >= maxRetries) return undeliverable(message);
+        const failure = networkFailure(error);
+        if (!isRetryableNetworkError(error)) return stop(failure);
+        if (retries >= maxRetries) return undeliverable(failure);
         const delayMs = backoffDelayMs(retries, this.#backoff, this.#random);
         retries++;
         totals.retries++;
-        o.onRetry?.({ reason: 'network-error', status: null, error: message, retry: retries, delayMs, retryAfterMs: undefined, events: request.items.length });
+        o.onRetry?.({ reason: 'network-error', status: null, error: failure, retry: retries, delayMs, retryAfterMs: undefined, events: request.items.length });
         progress();
         await sleep(delayMs);
         continue;
@@ -419,20 +442,23 @@ export class Client {
       const requestId = headerValue(responseHeaders, HEADER_REQUEST_ID);
       const parsed = parseJson(text);
       const kind = classifyStatus(status);
-      const statusError = `${status} ${parsed?.error ?? (text.slice(0, 200) || 'no body')}`;
+      const serviceMessage = parsed?.error ?? parsed?.message ?? (text.slice(0, 200) || 'no body');
+      const statusError = `${status} ${serviceMessage}`;
 
       if (kind === 'retry') {
-        if (retries >= maxRetries) return undeliverable(statusError);
+        const failure: DeliveryFailure = { code: 'SERVER_ERROR', message: statusError, httpStatus: status };
+        if (retries >= maxRetries) return undeliverable(failure);
         const delayMs = backoffDelayMs(retries, this.#backoff, this.#random);
         retries++;
         totals.retries++;
-        o.onRetry?.({ reason: 'server-error', status, error: statusError, retry: retries, delayMs, retryAfterMs: undefined, events: request.items.length });
+        o.onRetry?.({ reason: 'server-error', status, error: failure, retry: retries, delayMs, retryAfterMs: undefined, events: request.items.length });
         progress();
         await sleep(delayMs);
         continue;
       }
       if (kind === 'rate-limited') {
-        if (rateLimitRetries >= maxRateLimitRetries) return undeliverable(statusError);
+        const failure: DeliveryFailure = { code: 'RATE_LIMITED', message: statusError, httpStatus: status };
+        if (rateLimitRetries >= maxRateLimitRetries) return undeliverable(failure);
         const retryAfterMs = parseRetryAfterMs(headerValue(responseHeaders, 'retry-after'));
         // Honor Retry-After (plus up to 10% jitter so paused senders do not return in lockstep);
         // without one, back off exponentially with full jitter like any transient failure.
@@ -443,7 +469,7 @@ export class Client {
         totals.retries++;
         // Every worker holds off until then: the limit is per data set, not per request.
         run.pauseUntil = Math.max(run.pauseUntil, Date.now() + delayMs);
-        o.onRetry?.({ reason: 'rate-limited', status, error: statusError, retry: rateLimitRetries, delayMs, retryAfterMs, events: request.items.length });
+        o.onRetry?.({ reason: 'rate-limited', status, error: failure, retry: rateLimitRetries, delayMs, retryAfterMs, events: request.items.length });
         progress();
         continue;
       }
@@ -454,26 +480,24 @@ export class Client {
         for (const index of request.items) record({ status: 'accepted', index, id: ids(index), requestId });
         return;
       }
+      const rejected = (index: number, error: Rejection) =>
+        record({ status: 'rejected', index, id: ids(index), error, httpStatus: status, requestId, event: prep.prepared[index]! });
       if (errors !== undefined) {
         // 207, or 400 with the multi-status shape: only the listed events failed.
         const failed = new Map<number, string>();
         for (const e of errors) if (Number.isInteger(e?.index)) failed.set(e.index, String(e.error));
         request.items.forEach((index, position) => {
           const error = failed.get(position);
-          if (error !== undefined) {
-            record({ status: 'rejected', index, id: ids(index), error, httpStatus: status, requestId, event: prep.prepared[index] });
-          } else if (status === 207) {
-            record({ status: 'accepted', index, id: ids(index), requestId });
-          } else {
-            record({ status: 'rejected', index, id: ids(index), error: `rejected with its request: ${statusError}`, httpStatus: status, requestId, event: prep.prepared[index] });
-          }
+          if (error !== undefined) rejected(index, eventErrorOf(error));
+          else if (status === 207) record({ status: 'accepted', index, id: ids(index), requestId });
+          else rejected(index, { code: 'REQUEST_REJECTED', message: `rejected with its request: ${statusError}` });
         });
         return;
       }
-      const error = status === 207 ? `207 without an errors list: ${text.slice(0, 200)}` : parsed?.error ?? statusError;
-      // Credentials, a wrong URL or a missing grant fail every request the same way: stop sending.
-      if (status === 401 || status === 403 || status === 404) run.stop ??= { error: `${status} ${error}`, status, undeliverable: false };
-      for (const index of request.items) record({ status: 'rejected', index, id: ids(index), error, httpStatus: status, requestId, event: prep.prepared[index] });
+      // Credentials, a missing grant or a wrong URL fail every request the same way: stop sending.
+      if (status === 401 || status === 403 || status === 404) return stop(refusalOf(status, serviceMessage));
+      const message = status === 207 ? `207 without an errors list: ${text.slice(0, 200)}` : parsed?.error ?? statusError;
+      for (const index of request.items) rejected(index, { code: 'REQUEST_REJECTED', message });
       return;
     }
   }
@@ -482,28 +506,16 @@ export class Client {
 interface RunState {
   /** No request starts before this time (ms): set by a 429's Retry-After. */
   pauseUntil: number;
-  /** Set after a refusal that every later request would get too (401, 403, 404, untrusted certificate). */
-  stop: StopReason | undefined;
-}
-
-interface StopReason {
-  readonly error: string;
-  readonly status: number | null;
-  /** An untrusted certificate leaves events undeliverable; a 401/403/404 rejects them. */
-  readonly undeliverable: boolean;
+  /** Set after a failure that every later request would meet too (401, 403, 404, untrusted certificate, unknown host). */
+  stop: DeliveryFailure | undefined;
 }
 
 /** Events of a request that is not sent because an earlier one showed every request would fail. */
-function notSent(request: PlannedRequest, prep: PreparedEvents, stop: StopReason, attempts: number, record: (r: EventResult) => void): void {
-  const error = `not sent: ${stop.error}`;
+function notSent(request: PlannedRequest, prep: PreparedEvents, stop: DeliveryFailure, attempts: number, record: (r: EventResult) => void): void {
   for (const index of request.items) {
-    const id = prep.ids[index] ?? null;
-    const event = prep.prepared[index];
-    record(stop.undeliverable
-      ? { status: 'undeliverable', index, id, error, attempts, event }
-      : { status: 'rejected', index, id, error, httpStatus: stop.status, requestId: undefined, event });
+    record({ status: 'undeliverable', index, id: prep.ids[index] ?? null, error: stop, attempts, event: prep.prepared[index]! });
   }
 }
 
 /** The signature helper of @ecapi-ingest/protocol: lowercase hex HMAC-SHA256 of the exact body bytes. */
-export { signBody as sign } from '@ecapi-ingest/protocol';
+export { signBody as sign } from './protocol.js';

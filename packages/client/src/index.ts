@@ -1,14 +1,25 @@
 /**
  * @ecapi-ingest/client: the sender SDK of ecapi-ingest.
  *
- *   import { Client, hashEvent, hashEmail, sign } from '@ecapi-ingest/client';
+ *   import { Client, hashEvent, hashEmail, sign, type EventInput } from '@ecapi-ingest/client';
  */
 export * from './event-types.generated.js';
 export * from './normalize.js';
 export * from './hash-event.js';
 export * from './pack.js';
 export * from './retry.js';
+export * from './send-errors.js';
 export { uuidv7 } from './uuid.js';
-export { validateEvent, loadEventSchema } from './validate.js';
+export { validateEvent } from './validate.js';
 export * from './client.js';
-export { MAX_BODY_BYTES, MAX_EVENTS_PER_REQUEST, EVENTS_PATH, SIGNATURE_PATTERN } from '@ecapi-ingest/protocol';
+export {
+  MAX_BODY_BYTES,
+  MAX_EVENTS_PER_REQUEST,
+  EVENTS_PATH,
+  SIGNATURE_PATTERN,
+  EventErrors,
+  eventErrorOf,
+  loadEventSchema,
+  type EventError,
+  type EventErrorCode,
+} from './protocol.js';

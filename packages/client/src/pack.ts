@@ -10,7 +10,7 @@
  * An event too large for the wrapper but within the byte limit on its own is sent as a bare event
  * body (the single-event form), so the only events refused are those over the limit by themselves.
  */
-import { MAX_BODY_BYTES, MAX_EVENTS_PER_REQUEST } from '@ecapi-ingest/protocol';
+import { MAX_BODY_BYTES, MAX_EVENTS_PER_REQUEST } from './protocol.js';
 
 export const BATCH_OPEN = '{"events":[';
 export const BATCH_CLOSE = ']}';

@@ -3,8 +3,10 @@
  *   200/207: done (on 207 only the listed events are rejected; they are returned, never resent);
  *   500 (any 5xx), 408, network errors and time-outs: retry with exponential backoff, full jitter;
  *   429: wait Retry-After, then retry;
- *   plain 400/401 (and other 4xx): never retried without changing the request.
+ *   plain 400/401 (and other 4xx): never retried without changing the request;
+ *   401/403/404, an untrusted certificate, an unknown host: request-level failures (send-errors.ts).
  */
+import type { DeliveryFailure, FailureCode } from './send-errors.js';
 
 export type ResponseClass = 'done' | 'retry' | 'rate-limited' | 'refused';
 
@@ -48,8 +50,8 @@ export function parseRetryAfterMs(value: string | string[] | undefined, nowMs: n
   return Math.max(0, date - nowMs);
 }
 
-/** TLS verification failures: the same answer on every attempt, so they are not retried. */
-const PERMANENT_NETWORK_CODES = new Set([
+/** TLS failures: the same answer on every attempt, so they are not retried. */
+const TLS_CODES = new Set([
   'DEPTH_ZERO_SELF_SIGNED_CERT',
   'SELF_SIGNED_CERT_IN_CHAIN',
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
@@ -63,23 +65,25 @@ const PERMANENT_NETWORK_CODES = new Set([
   'ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION',
   'ERR_SSL_UNSUPPORTED_PROTOCOL',
   'ERR_SSL_WRONG_VERSION_NUMBER',
-  'ENOTFOUND',
 ]);
+const HOST_NOT_FOUND = 'ENOTFOUND';
+const isPermanent = (code: string) => TLS_CODES.has(code) || code === HOST_NOT_FOUND;
 
 function errorCode(error: unknown): string | undefined {
   let e: unknown = error;
   for (let depth = 0; depth < 4 && e && typeof e === 'object'; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && PERMANENT_NETWORK_CODES.has(code)) return code;
+    if (typeof code === 'string' && isPermanent(code)) return code;
     e = (e as { cause?: unknown }).cause;
   }
-  return (error as { code?: string } | null)?.code;
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
 }
 
 /** False for errors that retrying cannot fix (certificate not trusted, unknown host name). */
 export function isRetryableNetworkError(error: unknown): boolean {
   const code = errorCode(error);
-  return !(code !== undefined && PERMANENT_NETWORK_CODES.has(code));
+  return !(code !== undefined && isPermanent(code));
 }
 
 /** One line describing a network error, with its code: `network error: ECONNRESET (other side closed)`. */
@@ -89,4 +93,15 @@ export function describeNetworkError(error: unknown): string {
   const code = errorCode(error);
   const cause = error.cause instanceof Error && error.cause.message !== error.message ? `; ${error.cause.message}` : '';
   return `network error: ${code ? `${code} ` : ''}(${error.message}${cause})`;
+}
+
+/** A network error as a DeliveryFailure: TLS, HOST_NOT_FOUND, TIMEOUT or NETWORK. */
+export function networkFailure(error: unknown): DeliveryFailure {
+  const code = errorCode(error);
+  const message = describeNetworkError(error);
+  const kind: FailureCode = code !== undefined && TLS_CODES.has(code) ? 'TLS'
+    : code === HOST_NOT_FOUND ? 'HOST_NOT_FOUND'
+      : error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError') ? 'TIMEOUT'
+        : 'NETWORK';
+  return { code: kind, message, httpStatus: null, errorCode: code };
 }

@@ -62,7 +62,7 @@ test('a plain 400 is not retried; the request-level error is every event\'s erro
   try {
     const r = await c.send([ev('a'), ev('b')]);
     assert.deepEqual([r.rejected, r.requests, r.retries, s.seen.length], [2, 1, 0, 1]);
-    assert.ok(r.results.every((x) => x.status === 'rejected' && x.httpStatus === 400 && x.error === 'payload must be an object or {events:[...]}'));
+    assert.ok(r.results.every((x) => x.status === 'rejected' && x.httpStatus === 400 && x.error.code === 'REQUEST_REJECTED' && x.error.message === 'payload must be an object or {events:[...]}'));
   } finally {
     await c.close();
     await s.close();
@@ -91,7 +91,7 @@ test('429 without Retry-After backs off; retries exhausted leave events undelive
     const r = await c.send([ev('a')]);
     assert.equal(r.undeliverable, 1);
     const x = r.results[0]!;
-    assert.ok(x.status === 'undeliverable' && x.error === '500 ingest backend unavailable' && x.attempts === 4, JSON.stringify(x));
+    assert.ok(x.status === 'undeliverable' && x.error.code === 'SERVER_ERROR' && x.error.message === '500 ingest backend unavailable' && x.attempts === 4, JSON.stringify(x));
     assert.deepEqual((x as { event: unknown }).event, { data_set_id: 'ds', ...ev('a') });
   } finally {
     await c.close();

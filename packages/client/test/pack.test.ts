@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MAX_BODY_BYTES, WRAPPER_BYTES, batchBytes, buildBody, packLimits, planRequests, prepareEvents } from '../src/index.js';
+import { MAX_BODY_BYTES, WRAPPER_BYTES, batchBytes, buildBody, packLimits, planRequests, prepareEvents, type EventInput } from '../src/index.js';
 
 const L = { maxEvents: 1000, maxBytes: MAX_BODY_BYTES };
 
@@ -84,23 +84,23 @@ test('limits are validated and clamped to the wire contract', () => {
 });
 
 test('prepareEvents: ids, data set, validation, serialization once, local rejections', () => {
-  const ok = { timestamp: 1746558464, event_type: 'purchase', value: 1, currency_code: 'USD' };
+  const ok = { timestamp: 1746558464, event_type: 'purchase', value: 1, currency_code: 'USD' } as const;
   const prep = prepareEvents([
     ok,
     { ...ok, id: 'mine' },
     { ...ok, data_set_id: 'other' },
-    { ...ok, value: undefined, currency_code: undefined, event_type: 'nope' },
-    'not an object',
+    { ...ok, value: undefined, currency_code: undefined, event_type: 'nope' } as unknown as EventInput,
+    'not an object' as unknown as EventInput,
     { ...ok, user_data: { email_address: ['plain@example.com'] } },
   ], { dataSetId: 'shop' });
   assert.match(prep.ids[0]!, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   assert.equal(prep.ids[1], 'mine');
   assert.deepEqual(JSON.parse(prep.serialized[0]!), { data_set_id: 'shop', ...ok, id: prep.ids[0] });
-  assert.deepEqual(prep.rejected.map((r) => [r.index, r.error]), [
-    [2, 'invalid field data_set_id: must equal the client\'s data set "shop" (X-Service-Data-Set)'],
-    [3, 'schema validation failed: event_type must be one of the 45 values of the ECAPI 1.0 schema'],
-    [4, 'schema validation failed: event must be a JSON object'],
-    [5, 'hashed field user_data.email_address[0] is not a 64-char lowercase hex sha256'],
+  assert.deepEqual(prep.rejected.map((r) => [r.index, r.error.code, r.error.message]), [
+    [2, 'INVALID_FIELD', 'invalid field data_set_id: must equal the client\'s data set "shop" (X-Service-Data-Set)'],
+    [3, 'SCHEMA', 'schema validation failed: event_type must be one of the 45 values of the ECAPI 1.0 schema'],
+    [4, 'SCHEMA', 'schema validation failed: event must be a JSON object'],
+    [5, 'NOT_HASHED', 'hashed field user_data.email_address[0] is not a 64-char lowercase hex sha256'],
   ]);
   assert.deepEqual(prep.requests.map((r) => r.items), [[0, 1]]);
 
@@ -110,5 +110,6 @@ test('prepareEvents: ids, data set, validation, serialization once, local reject
   assert.deepEqual(hashed.rejected, []);
   assert.deepEqual(JSON.parse(hashed.serialized[0]!).user_data.email_address, ['b4c9a289323b21a01c3e940f150eb9b8c542587f1abfd8f0e1cc1ffc5e475514']);
   const bad = prepareEvents([{ ...ok, user_data: { phone_numbers: ['12'] } }], { dataSetId: 'shop', hash: true });
-  assert.match(bad.rejected[0]!.error, /^normalization failed: user_data\.phone_numbers\[0\]/);
+  assert.equal(bad.rejected[0]!.error.code, 'NORMALIZATION');
+  assert.match(bad.rejected[0]!.error.message, /^normalization failed: user_data\.phone_numbers\[0\]/);
 });

@@ -1,2 +1,5 @@
 export * from './wire-limits.js';
 export * from './signing.js';
+export * from './event-errors.js';
+export * from './event-paths.js';
+export * from './event-schema.js';

@@ -25,6 +25,7 @@ import { queueDbFile, viewDbFile } from '../src/config.js';
 import { SqliteEventQueue } from '../src/queue/sqlite-event-queue.js';
 import { bodyLogDir } from '../src/queue/sqlite-body-log.js';
 import { StatsReader } from '../src/analytics/stats-reader.js';
+import { openStorage } from '../src/storage/open-storage.js';
 import { MAX_VIEW_PARTITIONS, viewPartitionFile } from '../src/merged-view/sqlite-view-layout.js';
 import { BIN, cliJson, tempDataDir } from '../test/helpers/server-process.js';
 import { prng } from '../test/helpers/event-generator.js';
@@ -197,7 +198,8 @@ export async function runConsumerScenario(options: { events?: number; maxSeconds
     const queueMb = fileMb(queueDbFile(dataDir, 'production')) + fileMb(bodyLogDir(queueDbFile(dataDir, 'production')));
     log(`consumer: backlog built in ${buildSeconds.toFixed(1)} s (${avgEventBytes} bytes per event, ${(resendShare * 100).toFixed(1)}% re-sends); draining with \`ecapi-ingest worker\`...`);
 
-    const reader = new StatsReader(dataDir, 'production');
+    const storage = await openStorage({ dataDir, env: 'production', migrate: false });
+    const reader = new StatsReader(storage);
     const started = performance.now();
     const worker = spawn(process.execPath, [BIN, '--data-dir', dataDir, '--env', 'production', 'worker'], {
       stdio: ['ignore', 'ignore', 'inherit'],
@@ -234,6 +236,7 @@ export async function runConsumerScenario(options: { events?: number; maxSeconds
     let received = 0;
     for (const ds of DATA_SETS) received += (await reader.stats(ds, Date.now() - 7 * 86_400_000)).totals.received;
     await reader.close();
+    await storage.close();
     return {
       events,
       data_sets: DATA_SETS.length,

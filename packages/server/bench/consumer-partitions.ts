@@ -18,7 +18,7 @@
  * before/after comparisons in one period skip the fill. Figures and the CPU profile: bench/README.md.
  */
 import { join } from 'node:path';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, availableParallelism } from 'node:os';
 import { SqliteEventQueue } from '../src/queue/sqlite-event-queue.js';
 import { SqliteViewStore } from '../src/merged-view/sqlite-view-store.js';
@@ -37,6 +37,9 @@ const EVENTS = Number(positional[0] ?? 1_000_000);
 const BATCH = positional[1] !== undefined ? Number(positional[1]) : undefined;
 const KEEP = flag('--keep-queue');
 const PARTITIONS = Number(flag('--partitions') ?? DEFAULT_VIEW_PARTITIONS);
+
+/** Bytes this process has passed to write(2) so far (/proc/self/io wchar): WAL frames and checkpoint copies. */
+const writtenBytes = () => Number(/wchar: (\d+)/.exec(readFileSync('/proc/self/io', 'utf8'))?.[1] ?? 0);
 
 async function fillQueue(queueFile: string): Promise<void> {
   const queue = new SqliteEventQueue(queueFile);
@@ -58,9 +61,11 @@ try {
   const partitions = new SqlitePartitions({ queueFile, viewFile, partitions: PARTITIONS, batchSize: BATCH ?? DEFAULT_BATCH_SIZE, windows: () => [] });
   const started = performance.now();
   const cpu0 = process.cpuUsage();
+  const written0 = writtenBytes();
   const applied = await partitions.drain();
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpu0);
+  const written = writtenBytes() - written0;
   await partitions.release();
   console.log(JSON.stringify({
     bench: 'consumer-partitions',
@@ -72,6 +77,8 @@ try {
     events_per_second: Math.round(applied / seconds),
     // CPU of this process (all its threads) per applied event: steadier than the rate on a shared machine.
     cpu_us_per_event: Math.round(((cpu.user + cpu.system) / Math.max(1, applied)) * 10) / 10,
+    // Bytes written (WAL and checkpoints) per applied event: the I/O side of a commit, independent of load.
+    written_kb_per_event: Math.round((written / 1024 / Math.max(1, applied)) * 10) / 10,
     // Peak RSS of the whole process (threads included; the queue fill is in it when it ran here).
     peak_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024),
     cpus: availableParallelism(),

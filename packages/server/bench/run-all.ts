@@ -33,10 +33,12 @@ import { processTree, sampleRss, treeRssMb } from './proc-stats.js';
 import { runConsumerScenario } from './consumer-backlog.js';
 import { searchPipeline } from './balanced-pipeline.js';
 import { runLifecycleBench } from './lifecycle-steady-state.js';
+import { ladderTable, runLadder } from './ladder.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const THREADS = 2;
+const DEFAULT_NODE = 'default node (serve with its defaults: consumer on)';
 const DS = 'bench';
 
 interface Scenario {
@@ -51,6 +53,9 @@ const ALL_SCENARIOS: Scenario[] = [
 ];
 const only = process.env.BENCH_ONLY?.split(',');
 const SCENARIOS = ALL_SCENARIOS.filter((s) => !only || only.includes(s.name));
+const LADDER = !only || only.includes('ladder');
+const LADDER_ROUNDS = Number(process.env.BENCH_LADDER_ROUNDS ?? 5);
+const LADDER_SECONDS = Number(process.env.BENCH_LADDER_SECONDS ?? 3);
 
 interface Row {
   target: string;
@@ -219,7 +224,7 @@ async function lifecycleBench(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  if (SCENARIOS.length > 0) await ingestBench();
+  if (SCENARIOS.length > 0 || LADDER) await ingestBench();
   if (!only || only.includes('consumer')) await consumerBench();
   if (!only || only.includes('pipeline')) await pipelineBench();
   if (!only || only.includes('lifecycle')) await lifecycleBench();
@@ -235,11 +240,24 @@ async function ingestBench(): Promise<void> {
 
   const scripts = new Map<string, string>();
   const bodiesByScenario = new Map<string, SignedBody[]>();
-  for (const s of SCENARIOS) {
+  const wanted = LADDER && !SCENARIOS.some((s) => s.name === 'single') ? [ALL_SCENARIOS[0]!, ...SCENARIOS] : SCENARIOS;
+  for (const s of wanted) {
     const bodies = signedBodies(DS, creds.secret, s.events, s.bodies);
     bodiesByScenario.set(s.name, bodies);
     scripts.set(s.name, writeWrkScript(dataDir, s.name, bodies, creds.keyId, DS));
   }
+  if (LADDER) {
+    const ladder = await runLadder({ dataDir, secret: creds.secret, script: scripts.get('single')!, wrk: { seconds: LADDER_SECONDS, connections: CONNECTIONS, threads: THREADS }, rounds: LADDER_ROUNDS, log });
+    const text = [
+      ladderTable(ladder),
+      '',
+      `Machine: ${machine()}. every rung started at once, then measured in turn: ${LADDER_ROUNDS} passes of wrk -t${THREADS} -c${CONNECTIONS} -d${LADDER_SECONDS}s over all rungs after a 1 s warm-up pass; each figure is the median of its passes; single events, HTTP/1.1 over TLS 1.3, loopback. CPU from /proc/<pid>/task/<tid>/schedstat over the wrk run.`,
+    ].join('\n');
+    process.stdout.write(`${text}\n`);
+    writeFileSync(join(resultsDir(), 'ladder-last-run.json'), JSON.stringify({ date: new Date().toISOString(), machine: machine(), seconds: SECONDS, connections: CONNECTIONS, rows: ladder }, null, 2));
+    writeFileSync(join(resultsDir(), 'ladder-last-run.md'), `Run of ${new Date().toISOString()}\n\n${text}\n`);
+  }
+  if (SCENARIOS.length === 0) return;
   const rows: Row[] = [];
 
   for (const mode of ['bare', 'hmac'] as const) {
@@ -257,8 +275,14 @@ async function ingestBench(): Promise<void> {
     { label: 'service, 1 process', args: ['--workers', '1', '--no-worker'] },
     { label: 'service, 2 processes', args: ['--workers', '2', '--no-worker'] },
     { label: 'service, 1 process, no limiter', args: ['--workers', '1', '--no-worker', '--no-rate-limit'] },
+    // What `npm start` runs: the default number of serving processes and the merged-view consumer,
+    // which drains what ingestion accepts on the same cores (issue 17). Its process tree grows
+    // after start (the consumer), so RSS is sampled with the tree listed again every second.
+    { label: DEFAULT_NODE, args: [] },
+    { label: 'service, 2 processes, consumer on', args: ['--workers', '2'] },
   ];
   let p99At1000: Awaited<ReturnType<typeof fixedRate>> | null = null;
+  let p99At1000DefaultNode: Awaited<ReturnType<typeof fixedRate>> | null = null;
   const peakOfRun: string[] = [];
   for (const service of services) {
     const server: ServerProcess = await startServer({ dataDir, args: service.args });
@@ -267,7 +291,7 @@ async function ingestBench(): Promise<void> {
     const scenarios = service.label.includes('no limiter') ? SCENARIOS.filter((s) => s.name === 'single') : SCENARIOS;
     for (const s of scenarios) {
       log(`${service.label} ${s.name}...`);
-      const stopSampling = sampleRss(server.child.pid!);
+      const stopSampling = sampleRss(server.child.pid!, { relist: !service.args.includes('--no-worker') });
       const r = row(service.label, s, await runWrk(`https://127.0.0.1:${server.port}`, scripts.get(s.name)!, { seconds: SECONDS, connections: CONNECTIONS, threads: THREADS }));
       r.rss = stopSampling();
       accepted += r.eventsPerSecond * SECONDS;
@@ -276,6 +300,10 @@ async function ingestBench(): Promise<void> {
     if (service.label === 'service, 1 process' && bodiesByScenario.has('single')) {
       log('service, 1 process: p99 at 1,000 req/s offered...');
       p99At1000 = await fixedRate(server.port, server.ca, bodiesByScenario.get('single')!, creds.keyId, 1000, 5);
+    }
+    if (service.label === DEFAULT_NODE && bodiesByScenario.has('single')) {
+      log(`${DEFAULT_NODE}: p99 at 1,000 req/s offered...`);
+      p99At1000DefaultNode = await fixedRate(server.port, server.ca, bodiesByScenario.get('single')!, creds.keyId, 1000, 5);
     }
     const hwm = treeRssMb(processTree(server.child.pid!), 'VmHWM');
     peakOfRun.push(`${service.label}: ${hwm.sum} MB summed over its processes, ${hwm.largest} MB its largest process`);
@@ -304,12 +332,13 @@ async function ingestBench(): Promise<void> {
     '',
     `Machine: ${machineText}. wrk -t${THREADS} -c${CONNECTIONS} -d${SECONDS}s, HTTP/1.1 over TLS 1.3, loopback; durability on (WAL, synchronous=FULL).`,
     p99At1000 ? `Single events at 1,000 req/s offered (service, 1 process): p50 ${fmt(p99At1000.p50Ms, 2)} ms, p99 ${fmt(p99At1000.p99Ms, 2)} ms over ${p99At1000.count} requests, ${p99At1000.failures} failures.` : '',
+    p99At1000DefaultNode ? `Single events at 1,000 req/s offered (${DEFAULT_NODE}): p50 ${fmt(p99At1000DefaultNode.p50Ms, 2)} ms, p99 ${fmt(p99At1000DefaultNode.p99Ms, 2)} ms over ${p99At1000DefaultNode.count} requests, ${p99At1000DefaultNode.failures} failures.` : '',
     `Peak RSS over each whole service run (VmHWM): ${peakOfRun.join('; ')}.`,
     limited && unlimited ? `Rate limiter cost, single events: ${fmt(limited.rps)} req/s with it, ${fmt(unlimited.rps)} without (${(((unlimited.rps - limited.rps) / unlimited.rps) * 100).toFixed(1)}% fewer).` : '',
   ];
   const table = [...lines, ...summary].join('\n');
   process.stdout.write(`${table}\n`);
-  writeFileSync(join(resultsDir(), 'last-run.json'), JSON.stringify({ date: new Date().toISOString(), machine: machineText, seconds: SECONDS, connections: CONNECTIONS, rows, p99At1000 }, null, 2));
+  writeFileSync(join(resultsDir(), 'last-run.json'), JSON.stringify({ date: new Date().toISOString(), machine: machineText, seconds: SECONDS, connections: CONNECTIONS, rows, p99At1000, p99At1000DefaultNode }, null, 2));
   writeFileSync(join(resultsDir(), 'last-run.md'), `Run of ${new Date().toISOString()}\n\n${table}\n`);
 }
 

@@ -46,3 +46,9 @@ export function demoBanner(options: { key: IssuedKey; host: string; port: number
     '',
   ].join('\n');
 }
+
+/** The operator console's address on the admin port, for the start banner. */
+export function consoleUrl(adminHost: string, adminPort: number): string {
+  const host = adminHost === '0.0.0.0' || adminHost === '::' ? '127.0.0.1' : adminHost;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${adminPort}/console/`;
+}

@@ -70,16 +70,11 @@ export const RequestErrors = {
 
 export type RequestErrorCode = keyof typeof RequestErrors;
 
-/** Per-event rejection reasons, the `error` of an `errors[]` entry in a 207 / all-failed 400 body. */
-export const EventErrors = {
-  SCHEMA: def('SCHEMA', 400, (detail: string) => `schema validation failed: ${detail}`),
-  MISSING_FIELD: def('MISSING_FIELD', 400, (field: string) => `missing required field: ${field}`),
-  INVALID_FIELD: def('INVALID_FIELD', 400, (field: string, reason: string) => `invalid field ${field}: ${reason}`),
-  NOT_HASHED: def('NOT_HASHED', 400, (field: string) => `hashed field ${field} is not a 64-char lowercase hex sha256`),
-  NOT_AUTHORIZED: def('NOT_AUTHORIZED', 401, (dataSetId: string) => `principal not authorized for data_set_id ${dataSetId}`),
-} as const;
-
-export type EventErrorCode = keyof typeof EventErrors;
+/**
+ * Per-event rejection reasons, the `error` of an `errors[]` entry in a 207 / all-failed 400 body:
+ * defined in @ecapi-ingest/protocol, shared with the sender SDK (which returns them as {code, message}).
+ */
+export { EventErrors, type EventErrorCode } from '@ecapi-ingest/protocol';
 
 /** Gateway answers for any path or method other than POST /v1/events: 403, credentials never evaluated. */
 export const GatewayErrors = {

@@ -1,18 +1,14 @@
 /**
- * Composition root of one serving process: control plane + credential cache, durable queue, event
- * processor, rate limiting, public TLS server and (unless it is a worker of a multi-process node)
- * the admin app. `startService` is what `ecapi-ingest serve` runs and what in-process tests use; it
+ * One serving process: control plane + credential cache, durable queue, event processor, rate
+ * limiting, public TLS server and (unless it is a worker of a multi-process node) the admin app.
+ * What a node sets up once (storage, master key, demo, TLS, the admin side) comes from
+ * serving-node.ts, shared with the primary of `serve --workers N` (cluster/node-primary.ts). `startService` is what `ecapi-ingest serve` runs and what in-process tests use; it
  * listens and returns a handle to stop it cleanly.
  */
 import type { AddressInfo } from 'node:net';
-import type { FastifyInstance } from 'fastify';
 import type { ServeConfig } from './config.js';
-import { buildAdminApp } from './admin/admin-app.js';
-import { assertAdminExposure } from './admin/admin-exposure.js';
 import { CredentialCache } from './control/credential-cache.js';
-import { openStorage } from './storage/open-storage.js';
 import type { IssuedKey } from './control/control-plane.js';
-import { createDemoIfFresh } from './demo.js';
 import { buildServer, type PublicServer } from './http/public-server.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { ServiceMetrics } from './observability/service-metrics.js';
@@ -26,9 +22,10 @@ import type { IngestOutcomeRecorder } from './analytics/ingest-outcome-recorder.
 import { BufferedOutcomeRecorder } from './analytics/buffered-outcome-recorder.js';
 import { registerConsumerLagGauges, StatsReader } from './analytics/stats-reader.js';
 import { DiskMonitor } from './lifecycle/disk-usage.js';
-import { loadTlsMaterial } from './tls/tls-material.js';
-import { LiveRecorder, LiveStore, startLiveLoop } from './observability/live-stats.js';
+import { LiveRecorder, startLiveLoop } from './observability/live-recorder.js';
+import { LiveStore } from './observability/live-store.js';
 import { createEventProcessor } from './validation/event-processor.js';
+import { announceListening, buildNodeAdmin, closeOnce, openNode } from './serving-node.js';
 
 export interface RunningService {
   readonly port: number;
@@ -60,17 +57,9 @@ export interface ServiceOptions {
 
 export async function startService(config: ServeConfig, options: ServiceOptions = {}): Promise<RunningService> {
   const role = options.role ?? 'single';
-  if (role === 'single') assertAdminExposure(config);
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const metrics = new ServiceMetrics();
-  // Storage profile (embedded SQLite, or PostgreSQL with --database-url): chosen in open-storage.ts only.
-  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl, masterKeyFile: config.masterKeyFile });
-  const durabilityWarning = await storage.durabilityWarning();
-  if (durabilityWarning) logger.warn({ storage: storage.location }, durabilityWarning);
-  const controlPlane = storage.controlPlane();
-  // The master key must be the one the control plane's secrets were sealed with (one line otherwise).
-  await controlPlane.verifyMasterKey();
-  const demoKey = role === 'single' && config.demo ? await createDemoIfFresh(controlPlane) : null;
+  const { storage, controlPlane, tls, demoKey } = await openNode(config, logger, { role: role === 'single' ? 'node' : 'worker' });
   const credentials = await CredentialCache.start(controlPlane, {
     intervalMs: config.controlPollMs,
     onChange: (snapshot) => {
@@ -81,7 +70,6 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   });
   // Metrics and readiness see every commit; the log sees each change of the queue's health once.
   const queue = storage.openQueue(new QueueHealthLog(metrics, logger, storage.location));
-  const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
   const nodeLimiter = () => (typeof options.rateLimiter === 'function' ? options.rateLimiter() : options.rateLimiter) ?? new LocalRateLimiter();
   const rateLimiter =
     config.rateLimit === false
@@ -93,7 +81,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     storage.ingestStats({ busyTimeoutMs: 100 }),
     { onError: (error) => logger.warn({ err: { message: error.message } }, 'ingest stats flush failed; will retry') },
   );
-  const statsReader = new StatsReader(config.dataDir, config.env, storage);
+  const statsReader = new StatsReader(storage);
   registerConsumerLagGauges(metrics.registry, statsReader);
   // Bytes per store and free bytes on /metrics (every serving process: the primary's /metrics sums
   // theirs, `max` keeps one); the low-space warning and the console in the process with the admin port.
@@ -134,32 +122,22 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   );
 
   let accepting = false;
-  const admin: FastifyInstance | null =
+  const admin =
     role === 'single'
-      ? buildAdminApp(
-          { adminToken: config.adminToken, adminHost: config.adminHost, allowedHosts: config.adminAllowedHosts },
-          {
-            metrics: { contentType: metrics.registry.contentType, text: () => metrics.registry.metrics() },
-            stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),
-            console: {
-              env: config.env,
-              live: liveStore!,
-              stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),
-              lag: () => statsReader.lag(),
-              listDataSets: () => controlPlane.listDataSets(),
-              listKeys: () => controlPlane.listKeys(),
-              processes: () => 1,
-              ...(disk ? { disk } : {}),
-            },
-            readiness: () => {
-              const health = queue.health();
-              return {
-                ready: accepting && health.writable,
-                checks: { listening: accepting, queue_writable: health.writable, ...(health.lastError ? { queue_error: health.lastError } : {}) },
-              };
-            },
+      ? buildNodeAdmin(config, controlPlane, {
+          metrics: { contentType: metrics.registry.contentType, text: () => metrics.registry.metrics() },
+          readiness: () => {
+            const health = queue.health();
+            return {
+              ready: accepting && health.writable,
+              checks: { listening: accepting, queue_writable: health.writable, ...(health.lastError ? { queue_error: health.lastError } : {}) },
+            };
           },
-        )
+          processes: () => 1,
+          liveStore: liveStore!,
+          statsReader,
+          ...(disk ? { disk } : {}),
+        })
       : null;
 
   await new Promise<void>((resolve, reject) => {
@@ -172,14 +150,12 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     });
   });
   publicServer.server.on('error', (error: Error) => logger.error({ err: { message: error.message } }, 'public server error'));
-  if (admin) await admin.listen({ port: config.adminPort, host: config.adminHost });
+  const adminPort = admin ? await admin.listen() : 0;
   accepting = true;
   const port = (publicServer.server.address() as AddressInfo).port;
-  const adminPort = admin ? (admin.server.address() as AddressInfo).port : 0;
-  if (role === 'single') logger.info({ env: config.env, port, admin_port: adminPort, host: config.host, storage: storage.location }, 'ecapi-ingest listening');
-  logger.flush(); // operators and scripts wait for this line
+  if (role === 'single') announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, storage: storage.location });
+  else logger.flush();
 
-  let closing: Promise<void> | null = null;
   return {
     port,
     adminPort,
@@ -189,24 +165,21 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     metrics,
     live,
     queueHealth: () => queue.health(),
-    close() {
-      closing ??= (async () => {
-        accepting = false;
-        credentials.stop();
-        stopLive();
-        await publicServer.shutdown();
-        await queue.close();
-        if (!options.outcomes) await outcomes.close();
-        disk?.stop();
-        await statsReader.close();
-        rateLimiter.close();
-        failedAuth.close();
-        await admin?.close();
-        await storage.close();
-        if (role === 'single') logger.info('ecapi-ingest stopped');
-        logger.flush();
-      })();
-      return closing;
-    },
+    close: closeOnce(async () => {
+      accepting = false;
+      credentials.stop();
+      stopLive();
+      await publicServer.shutdown();
+      await queue.close();
+      if (!options.outcomes) await outcomes.close();
+      disk?.stop();
+      await statsReader.close();
+      rateLimiter.close();
+      failedAuth.close();
+      await admin?.close();
+      await storage.close();
+      if (role === 'single') logger.info('ecapi-ingest stopped');
+      logger.flush();
+    }),
   };
 }

@@ -124,11 +124,12 @@ export interface DataSetDetail extends DataSetRow {
   live: {
     step_seconds: number;
     t: number[];
-    accepted: number[];
-    rejected: number[];
-    rejected_by_reason: Record<string, number[]>;
-    rate_limited: number[];
-    measurement_only: number[];
+    /** Per minute; null for minutes before the service started. */
+    accepted: (number | null)[];
+    rejected: (number | null)[];
+    rejected_by_reason: Record<string, (number | null)[]>;
+    rate_limited: (number | null)[];
+    measurement_only: (number | null)[];
     last_hour: { accepted: number; rejected: number; reasons: Record<string, number>; rate_limited: number; measurement_only: number };
     rate_limited_since_start: number;
     recent_rejections: Rejection[];
@@ -146,7 +147,8 @@ export interface TestEvent {
   event_type: string | null;
   outcome: 'accepted' | 'rejected';
   error?: string;
-  event?: Record<string, unknown>;
+  /** Masked for display (accepted: as queued; rejected: as received). */
+  event?: unknown;
   event_omitted?: string;
 }
 

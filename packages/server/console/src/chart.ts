@@ -19,6 +19,14 @@ export interface ChartSpec {
   readonly height?: number;
 }
 
+const timeOf = uPlot.fmtDate('{YYYY}-{MM}-{DD} {HH}:{mm}:{ss}');
+
+/** The last non-null value of a series. */
+function latest(values: readonly (number | null)[] | undefined): number | null {
+  for (let i = (values?.length ?? 0) - 1; i >= 0; i--) if (values![i] !== null && values![i] !== undefined) return values![i]!;
+  return null;
+}
+
 export class Chart {
   readonly element: HTMLElement;
   readonly #spec: ChartSpec;
@@ -49,7 +57,8 @@ export class Chart {
     let data = ys;
     if (stacked) {
       // Draw cumulative sums, widest first, so each series shows as its own segment.
-      data = ys.map((_, i) => x.map((__, j) => ys.slice(i).reduce<number>((sum, s) => sum + (s[j] ?? 0), 0)));
+      // A slot where no series has a value (before the process started) stays a gap.
+      data = ys.map((_, i) => x.map((__, j) => (ys.every((s) => s[j] === null || s[j] === undefined) ? null : ys.slice(i).reduce<number>((sum, s) => sum + (s[j] ?? 0), 0))));
     }
     const signature = JSON.stringify(series.map((s) => s.label));
     if (!this.#plot || signature !== this.#signature) {
@@ -64,7 +73,8 @@ export class Chart {
         scales: { x: { time: true }, y: { range: (_u, min, max) => [Math.min(0, min ?? 0), Math.max(1, (max ?? 0) * 1.1)] } },
         axes: [{ stroke: '#444', grid: { stroke: '#eee' } }, { stroke: '#444', grid: { stroke: '#eee' }, size: 56 }],
         series: [
-          {},
+          // Not hovered, the legend shows the latest values: say so instead of a time of "--".
+          { label: 'Time', value: (_u: uPlot, v: number | null, _si: number, idx: number | null) => (idx === null || v === null ? 'latest' : timeOf(new Date(v * 1000))) },
           ...series.map((s, i) => ({
             label: s.label,
             stroke: s.color,
@@ -74,17 +84,21 @@ export class Chart {
             spanGaps: false,
             points: { show: !stacked, size: 4 },
             paths: stacked ? bars : undefined,
-            value: (_u: uPlot, v: number | null, _si: number, idx: number | null) => {
-              const raw = idx === null ? v : (this.#raw[i]?.[idx] ?? null);
+            // Hovered: the value under the cursor; otherwise the latest value (not a dash until hovered).
+            value: (_u: uPlot, _v: number | null, _si: number, idx: number | null) => {
+              const raw = idx === null ? latest(this.#raw[i]) : (this.#raw[i]?.[idx] ?? null);
               return raw === null || raw === undefined ? '–' : String(Math.round(raw * 100) / 100);
             },
           })),
         ],
       };
       this.#plot = new uPlot(opts, [x, ...data] as uPlot.AlignedData, this.#body);
+      this.#plot.setLegend({ idx: null as unknown as number });
       return;
     }
     this.#plot.setData([x, ...data] as uPlot.AlignedData);
+    // Not hovered: refresh the legend's latest values too.
+    if (this.#plot.cursor.idx === null || this.#plot.cursor.idx === undefined) this.#plot.setLegend({ idx: null as unknown as number });
   }
 
   destroy(): void {

@@ -1,11 +1,13 @@
 /** One data set: why is this sender's data being rejected? */
 import { getJson, type DataSetDetail } from './api.js';
 import { Chart, COLORS } from './chart.js';
-import { card, fmt, h, replace, section, table } from './dom.js';
+import { card, fmt, h, nowrap, replace, section, table } from './dom.js';
 import { keyList, limitsText, policyText } from './data-sets.js';
 import type { Page } from './main.js';
 
 const HOUR = 3600;
+/** Recent rejections shown before "show all": the newest few, with a count per reason above them. */
+const REJECTIONS_SHOWN = 10;
 
 export function dataSetPage(id: string): Page {
   const cards = h('div', { class: 'cards' });
@@ -18,6 +20,7 @@ export function dataSetPage(id: string): Page {
   const limits = h('div');
   const hourly = h('div');
   const setup = h('div');
+  let showAllRejections = false;
   const element = h(
     'div',
     { class: 'page', 'data-page': 'data-set' },
@@ -25,7 +28,7 @@ export function dataSetPage(id: string): Page {
     h('h1', null, 'Data set ', h('code', { 'data-testid': 'data-set-id' }, id)),
     cards,
     h('div', { class: 'grid2' }, h('div', { class: 'panel' }, types.element), h('div', { class: 'panel' }, outcomes.element)),
-    section('Most recent rejections', h('p', { class: 'muted small' }, 'Index and id of the event in its request, and the error the sender got. Event contents are never shown.'), recent),
+    section('Most recent rejections', h('p', { class: 'muted small' }, 'The last 50 on this node, newest first: index and id of the event in its request, and the error the sender got (values it echoed masked). Event contents are never shown.'), recent),
     h('div', { class: 'grid2' }, section('Identifier coverage (last 24 h)', coverage), section('Match quality by event_type (last 24 h)', quality)),
     h('div', { class: 'grid2' }, section('Consent decisions', consent), section('Rate limits', limits)),
     section('Rejections by reason, per hour (last 24 h)', hourly),
@@ -39,7 +42,7 @@ export function dataSetPage(id: string): Page {
       const live = d.live;
       replace(
         cards,
-        card('events-today', 'Events accepted today', fmt.int(d.today.events_accepted), `since ${fmt.time(d.today.since)}`, 'good'),
+        card('events-today', 'Events accepted today', fmt.int(d.today.events_accepted), `since ${fmt.time(d.today.since).slice(11, 16)} UTC`, 'good'),
         card('rejected-today', 'Events rejected today', fmt.int(d.today.events_rejected), undefined, d.today.events_rejected > 0 ? 'warn' : undefined),
         card('acceptance-rate', 'Acceptance rate', fmt.pct(d.today.acceptance_rate), 'today'),
         card('match-quality', 'Match quality', d.last_24h.match_quality === null ? '–' : `${fmt.score(d.last_24h.match_quality)} / 10`, 'last 24 h'),
@@ -71,23 +74,40 @@ export function dataSetPage(id: string): Page {
         [live.accepted, ...reasonNames.map((r) => live.rejected_by_reason[r]!), live.rate_limited],
       );
 
+      const rejections = live.recent_rejections;
+      const byReason = new Map<string, number>();
+      for (const r of rejections) byReason.set(r.error, (byReason.get(r.error) ?? 0) + 1);
+      const shown = showAllRejections ? rejections : rejections.slice(0, REJECTIONS_SHOWN);
+      const toggle = h('button', { type: 'button', class: 'link', 'data-testid': 'recent-rejections-toggle' }, showAllRejections ? `Show the newest ${REJECTIONS_SHOWN} only` : `Show all ${rejections.length}`);
+      toggle.addEventListener('click', () => {
+        showAllRejections = !showAllRejections;
+        void this.refresh().catch(() => undefined);
+      });
       replace(
         recent,
+        rejections.length > 0
+          ? h(
+              'div',
+              { class: 'reason-chips', 'data-testid': 'recent-rejections-by-reason' },
+              [...byReason].sort((a, b) => b[1] - a[1]).map(([error, n]) => h('span', { class: 'pill bad' }, `${fmt.int(n)} × ${error}`)),
+            )
+          : null,
         table(
           'recent-rejections',
           ['Time (UTC)', 'Request id', 'Index', 'Event id', 'Error'],
-          live.recent_rejections.map((r) => [fmt.time(r.at), h('code', { class: 'small' }, r.request_id), String(r.index), r.event_id ? h('code', null, r.event_id) : h('span', { class: 'muted' }, 'none'), h('span', { class: 'error' }, r.error)]),
+          shown.map((r) => [nowrap(fmt.time(r.at)), h('code', { class: 'small' }, r.request_id), String(r.index), r.event_id ? h('code', null, r.event_id) : h('span', { class: 'muted' }, 'none'), h('span', { class: 'error' }, r.error)]),
           'No rejected events since the service started.',
         ),
+        rejections.length > REJECTIONS_SHOWN ? h('p', { class: 'small' }, `Newest ${shown.length} of the last ${rejections.length}. `, toggle) : null,
       );
       const cov = d.last_24h.identifier_coverage;
-      replace(coverage, table('identifier-coverage', ['Identifier', 'Share of events'], Object.entries(cov).map(([k, v]) => [k.replace(/_/g, ' '), h('span', { class: 'bar' }, h('span', { class: 'fill', style: `width:${Math.round(v * 100)}%` }), h('span', { class: 'num' }, fmt.pct(v)))]), 'No events in the merged view yet.'));
+      replace(coverage, table('identifier-coverage', ['Identifier', 'Share of events'], Object.entries(cov).map(([k, v]) => [k.replace(/_/g, ' '), h('span', { class: 'bar' }, h('span', { class: 'track' }, h('span', { class: 'fill', style: `width:${(v * 100).toFixed(1)}%` })), h('span', { class: 'num' }, fmt.pct(v)))]), 'No events in the merged view yet.'));
       replace(
         quality,
         table(
           'match-quality',
           ['event_type', 'Events', 'Score', 'email', 'phone', 'customer id', 'click id', 'address', 'ip + ua'],
-          Object.entries(d.last_24h.match_quality_by_event_type).map(([type, q]) => [type, fmt.int(q.events), h('strong', null, `${fmt.score(q.score)} / 10`), fmt.pct(q.coverage.email), fmt.pct(q.coverage.phone), fmt.pct(q.coverage.customer_id), fmt.pct(q.coverage.click_id), fmt.pct(q.coverage.address), fmt.pct(q.coverage.ip_user_agent)]),
+          Object.entries(d.last_24h.match_quality_by_event_type).map(([type, q]) => [type, fmt.int(q.events), h('strong', { class: 'nowrap' }, `${fmt.score(q.score)} / 10`), fmt.pct(q.coverage.email), fmt.pct(q.coverage.phone), fmt.pct(q.coverage.customer_id), fmt.pct(q.coverage.click_id), fmt.pct(q.coverage.address), fmt.pct(q.coverage.ip_user_agent)]),
           'No events in the merged view yet.',
         ),
         h('p', { class: 'muted small' }, 'Score 0–10: 10 × weighted identifier coverage (email 0.3, phone 0.2, customer id 0.15, click id 0.15, address 0.1, ip + user agent 0.1).'),
@@ -115,7 +135,7 @@ export function dataSetPage(id: string): Page {
         table(
           'rejections-hourly',
           ['Hour (UTC)', 'Accepted', 'Rejected', 'Reasons'],
-          hourRows.map((x) => [fmt.time(x.hour).slice(0, 16), fmt.int(x.accepted), fmt.int(x.rejected), h('ul', { class: 'reasons' }, Object.entries(x.rejections).map(([r, n]) => h('li', null, `${fmt.int(n)} × `, h('span', { class: 'error' }, r))))]),
+          hourRows.map((x) => [nowrap(fmt.time(x.hour).slice(0, 16)), fmt.int(x.accepted), fmt.int(x.rejected), h('ul', { class: 'reasons' }, Object.entries(x.rejections).map(([r, n]) => h('li', null, `${fmt.int(n)} × `, h('span', { class: 'error' }, r))))]),
           'No events in the last 24 hours.',
         ),
       );

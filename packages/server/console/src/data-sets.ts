@@ -1,6 +1,6 @@
 /** Data sets: keys (never secrets), grants, limits, policies, today's figures. */
 import { getJson, type DataSetRow, type KeyView } from './api.js';
-import { fmt, h, replace, table } from './dom.js';
+import { fmt, h, nowrap, replace, table } from './dom.js';
 import type { Page } from './main.js';
 
 export function keyList(keys: KeyView[]): HTMLElement {
@@ -14,7 +14,15 @@ export function keyList(keys: KeyView[]): HTMLElement {
         h('code', null, k.key_id),
         ' ',
         h('span', { class: `pill ${k.status === 'active' ? 'good' : 'bad'}` }, k.status),
-        h('div', { class: 'muted small' }, `created ${fmt.time(k.created_at)}`, k.rotated_at ? ` · rotated ${fmt.time(k.rotated_at)}` : '', k.revoked_at ? ` · revoked ${fmt.time(k.revoked_at)}` : '', k.previous_secret_valid_until ? ` · previous secret valid until ${fmt.time(k.previous_secret_valid_until)}` : ''),
+        // Each dated part stays on one line; the line breaks between parts.
+        h(
+          'div',
+          { class: 'muted small' },
+          nowrap(`created ${fmt.time(k.created_at)}`),
+          k.rotated_at ? [' · ', nowrap(`rotated ${fmt.time(k.rotated_at)}`)] : null,
+          k.revoked_at ? [' · ', nowrap(`revoked ${fmt.time(k.revoked_at)}`)] : null,
+          k.previous_secret_valid_until ? [' · ', nowrap(`previous secret valid until ${fmt.time(k.previous_secret_valid_until)}`)] : null,
+        ),
       ),
     ),
   );
@@ -37,7 +45,7 @@ export function dataSetsPage(): Page {
           'data-sets-table',
           ['Data set', 'Keys', 'Grants', 'Limits', 'Policy', 'Events today', 'Acceptance', 'Match quality', '429 (1 h)'],
           rows.map((d) => [
-            h('div', null, h('a', { href: `#/data-sets/${encodeURIComponent(d.id)}`, 'data-testid': `data-set-link-${d.id}` }, d.id), h('div', { class: 'muted small' }, `created ${fmt.time(d.created_at)}`)),
+            h('div', null, h('a', { href: `#/data-sets/${encodeURIComponent(d.id)}`, 'data-testid': `data-set-link-${d.id}` }, d.id), h('div', { class: 'muted small nowrap' }, `created ${fmt.time(d.created_at)}`)),
             d.keys.length ? keyList(d.keys) : h('span', { class: 'muted' }, 'no keys'),
             d.grants.length ? h('div', null, d.grants.map((g) => h('div', null, h('code', null, g)))) : h('span', { class: 'muted' }, 'none'),
             h('span', { class: 'small' }, limitsText(d.limits)),

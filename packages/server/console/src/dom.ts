@@ -52,6 +52,9 @@ export const fmt = {
   },
 };
 
+/** A figure or time that must stay on one line. */
+export const nowrap = (text: string, cls = 'nowrap'): HTMLElement => h('span', { class: cls }, text);
+
 /** A headline figure. */
 export function card(id: string, label: string, value: string, note?: string, tone?: 'good' | 'bad' | 'warn'): HTMLElement {
   return h(
@@ -66,10 +69,14 @@ export function card(id: string, label: string, value: string, note?: string, to
 export function table(testId: string, head: string[], rows: (Child | Child[])[][], empty = 'Nothing yet.'): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'muted empty', 'data-testid': testId }, empty);
   return h(
-    'table',
-    { 'data-testid': testId },
-    h('thead', null, h('tr', null, head.map((c) => h('th', null, c)))),
-    h('tbody', null, rows.map((r) => h('tr', null, r.map((c) => h('td', null, c))))),
+    'div',
+    { class: 'table-wrap' },
+    h(
+      'table',
+      { 'data-testid': testId },
+      h('thead', null, h('tr', null, head.map((c) => h('th', null, c)))),
+      h('tbody', null, rows.map((r) => h('tr', null, r.map((c) => h('td', null, c))))),
+    ),
   );
 }
 

@@ -1,62 +1,224 @@
-/** Test environment: the last events received and their per-event outcome (hashed identifiers only). */
-import { getJson, type TestEvents } from './api.js';
-import { fmt, h, replace } from './dom.js';
+/**
+ * Test environment: the last events received, accepted and rejected, each with its payload (masked
+ * on the server: event-display.ts) and the error the sender got, the way a sender debugging an
+ * integration reads them (Meta's Test Events, Snowplow Micro).
+ *
+ * Rows never move under the reader: new events are prepended only while the list is live (not
+ * paused, no event selected); otherwise they wait behind a "show N new events" button. The table is
+ * redrawn only when what it shows changes (new rows let in, a filter, the selection), not on every
+ * 2-second poll.
+ */
+import { getJson, type TestEvent, type TestEvents } from './api.js';
+import { fmt, h, nowrap, replace } from './dom.js';
 import type { Page } from './main.js';
+
+const MAX_ROWS = 200;
+type Outcome = 'all' | 'accepted' | 'rejected';
+const NO_TYPE = '(none)';
+
+const keyOf = (e: TestEvent) => `${e.request_id}:${e.index}`;
+const typeOf = (e: TestEvent) => e.event_type ?? NO_TYPE;
 
 export function testEventsPage(): Page {
   const body = h('div');
   const element = h('div', { class: 'page', 'data-page': 'test-events' }, h('h1', null, 'Test environment: last events received'), body);
-  const open = new Set<string>();
+
+  let shown: TestEvent[] = [];
+  let waiting: TestEvent[] = [];
+  const known = new Set<string>();
+  let paused = false;
+  let selected: string | null = null;
+  let outcome: Outcome = 'all';
+  let eventType = '';
+  let laidOut = false;
+
+  const pause = h('button', { type: 'button', class: 'secondary', 'data-testid': 'test-events-pause' }, 'Pause');
+  const outcomeSelect = h(
+    'select',
+    { 'data-testid': 'test-events-outcome', 'aria-label': 'Outcome' },
+    (['all', 'accepted', 'rejected'] as const).map((o) => h('option', { value: o }, o === 'all' ? 'all outcomes' : o)),
+  );
+  const typeSelect = h('select', { 'data-testid': 'test-events-type', 'aria-label': 'event_type' });
+  const newer = h('span', { class: 'new-events' });
+  const summary = h('p', { class: 'muted small' });
+  const list = h('div', { class: 'table-wrap' });
+  const detail = h('div', { 'data-testid': 'test-event-detail' });
+
+  const live = () => !paused && selected === null;
+
+  const drawNewer = () => {
+    if (waiting.length === 0) return replace(newer);
+    const why = paused ? 'paused' : 'an event is selected';
+    const button = h('button', { type: 'button', 'data-testid': 'test-events-show-new' }, `Show ${waiting.length} new event${waiting.length === 1 ? '' : 's'}`);
+    button.addEventListener('click', () => {
+      letIn();
+      drawTable();
+    });
+    replace(newer, button, h('span', { class: 'muted small' }, ` (held: ${why})`));
+  };
+
+  const letIn = () => {
+    shown = [...waiting, ...shown].slice(0, MAX_ROWS);
+    waiting = [];
+    drawNewer();
+  };
+
+  const drawTypes = () => {
+    const types = [...new Set(shown.map(typeOf))].sort();
+    if (eventType && !types.includes(eventType)) types.push(eventType);
+    replace(typeSelect, h('option', { value: '' }, 'all event types'), types.map((t) => h('option', { value: t }, t)));
+    typeSelect.value = eventType;
+  };
+
+  const drawDetail = () => {
+    const e = shown.find((x) => keyOf(x) === selected);
+    if (!e) {
+      replace(detail, h('p', { class: 'muted' }, 'Select an event to see its payload and, for a rejected event, the exact error. New events wait while one is selected.'));
+      return;
+    }
+    const payload = e.event !== undefined ? JSON.stringify(e.event, null, 2) : (e.event_omitted ?? 'not available');
+    replace(
+      detail,
+      h('h2', null, h('span', { class: `pill ${e.outcome === 'accepted' ? 'good' : 'bad'}` }, e.outcome), ' ', e.event_type ?? 'no event_type'),
+      e.error ? h('div', { class: 'error-box', 'data-testid': 'test-event-error' }, e.error) : null,
+      h(
+        'dl',
+        null,
+        [
+          ['Received (UTC)', nowrap(fmt.time(e.at))],
+          ['Data set', e.data_set_id],
+          ['Key', h('code', null, e.key_id)],
+          ['Request id', h('code', null, e.request_id)],
+          ['Index in request', String(e.index)],
+          ['Event id', e.event_id ? h('code', null, e.event_id) : h('span', { class: 'muted' }, 'none')],
+        ].flatMap(([k, v]) => [h('dt', null, k as string), h('dd', null, v as Node | string)]),
+      ),
+      h('h3', null, e.outcome === 'accepted' ? 'Payload as queued' : 'Payload as received'),
+      h('pre', { 'data-testid': 'test-event-payload' }, payload),
+      h('p', { class: 'muted small' }, 'Identifiers are shown only as their SHA-256 digests; other identifying values are masked; unknown field names of a rejected event are masked with their values.'),
+    );
+  };
+
+  const drawTable = () => {
+    drawTypes();
+    const rows = shown.filter((e) => (outcome === 'all' || e.outcome === outcome) && (eventType === '' || typeOf(e) === eventType));
+    const accepted = shown.filter((e) => e.outcome === 'accepted').length;
+    summary.textContent = `Newest first: ${shown.length} events (${accepted} accepted, ${shown.length - accepted} rejected)${rows.length === shown.length ? '' : `, ${rows.length} match the filter`}. Click a row for its payload.`;
+    replace(
+      list,
+      h(
+        'table',
+        { 'data-testid': 'test-events-table' },
+        h('thead', null, h('tr', null, ['Time (UTC)', 'Outcome', 'event_type', 'Event id', 'Data set'].map((c) => h('th', null, c)))),
+        h(
+          'tbody',
+          null,
+          rows.map((e) => {
+            const key = keyOf(e);
+            const row = h(
+              'tr',
+              {
+                class: `selectable outcome-${e.outcome}${key === selected ? ' selected' : ''}`,
+                'data-testid': 'test-event-row',
+                'data-event-id': e.event_id ?? '',
+                'data-outcome': e.outcome,
+                'aria-selected': key === selected ? 'true' : 'false',
+                tabindex: '0',
+              },
+              h('td', null, nowrap(fmt.time(e.at))),
+              h('td', null, h('span', { class: `pill ${e.outcome === 'accepted' ? 'good' : 'bad'}` }, e.outcome), e.error ? h('div', { class: 'error small' }, e.error) : null),
+              h('td', null, nowrap(e.event_type ?? '–')),
+              h('td', null, e.event_id ? h('code', null, e.event_id) : h('span', { class: 'muted' }, 'none')),
+              h('td', null, nowrap(e.data_set_id)),
+            );
+            const choose = () => {
+              selected = selected === key ? null : key;
+              if (live()) letIn();
+              drawTable();
+            };
+            row.addEventListener('click', choose);
+            row.addEventListener('keydown', (ev) => {
+              if (ev.key === 'Enter' || ev.key === ' ') {
+                ev.preventDefault();
+                choose();
+              }
+            });
+            return row;
+          }),
+        ),
+      ),
+    );
+    if (rows.length === 0) list.append(h('p', { class: 'muted' }, 'No event matches the filter.'));
+    drawDetail();
+  };
+
+  pause.addEventListener('click', () => {
+    paused = !paused;
+    pause.textContent = paused ? 'Resume' : 'Pause';
+    pause.setAttribute('aria-pressed', String(paused));
+    if (live() && waiting.length > 0) {
+      letIn();
+      drawTable();
+    } else drawNewer();
+  });
+  outcomeSelect.addEventListener('change', () => {
+    outcome = outcomeSelect.value as Outcome;
+    drawTable();
+  });
+  typeSelect.addEventListener('change', () => {
+    eventType = typeSelect.value;
+    drawTable();
+  });
+
+  const layout = () => {
+    replace(
+      body,
+      h(
+        'div',
+        { class: 'split' },
+        h(
+          'section',
+          { class: 'panel' },
+          // The held-events button lives in the toolbar, so its appearing moves no row.
+          h('div', { class: 'toolbar' }, pause, h('label', null, 'Outcome ', outcomeSelect), h('label', null, 'Type ', typeSelect), newer),
+          summary,
+          list,
+        ),
+        h('section', { class: 'panel detail-pane' }, detail),
+      ),
+    );
+    laidOut = true;
+  };
+
   return {
     element,
     async refresh() {
       const data = await getJson<TestEvents>('/api/test-events');
       if (!data.available) {
+        laidOut = false;
         replace(body, h('div', { class: 'notice', 'data-testid': 'test-events-unavailable' }, h('strong', null, `This is the ${data.env} console. `), data.reason ?? ''));
         return;
       }
-      if (data.events.length === 0) {
+      // The API answers newest first; what is new is what this page has not seen yet.
+      const fresh = data.events.filter((e) => !known.has(keyOf(e)));
+      // Bounded: an event that has left the server's list never comes back.
+      known.clear();
+      for (const e of data.events) known.add(keyOf(e));
+      if (shown.length === 0 && waiting.length === 0 && fresh.length === 0) {
+        laidOut = false;
         replace(body, h('p', { class: 'muted', 'data-testid': 'test-events-empty' }, 'Waiting for events… send one to this environment’s public port and it shows here within two seconds.'));
         return;
       }
-      const accepted = data.events.filter((e) => e.outcome === 'accepted').length;
-      replace(
-        body,
-        h('p', { class: 'muted' }, `Newest first; the last ${data.events.length} events (${accepted} accepted, ${data.events.length - accepted} rejected). Identifiers are shown hashed; other plain-text identifying fields are masked.`),
-        h(
-          'table',
-          { 'data-testid': 'test-events-table' },
-          h('thead', null, h('tr', null, ['Time (UTC)', 'Data set', 'Request id', 'Index', 'Event id', 'event_type', 'Outcome', ''].map((c) => h('th', null, c)))),
-          h(
-            'tbody',
-            null,
-            data.events.flatMap((e) => {
-              const key = `${e.request_id}:${e.index}`;
-              const detail = e.event ? JSON.stringify(e.event, null, 2) : (e.event_omitted ?? null);
-              const row = h(
-                'tr',
-                { class: `outcome-${e.outcome}`, 'data-testid': 'test-event-row', 'data-event-id': e.event_id ?? '' },
-                h('td', null, fmt.time(e.at)),
-                h('td', null, e.data_set_id),
-                h('td', null, h('code', { class: 'small' }, e.request_id)),
-                h('td', null, String(e.index)),
-                h('td', null, e.event_id ? h('code', null, e.event_id) : h('span', { class: 'muted' }, 'none')),
-                h('td', null, e.event_type ?? '–'),
-                h('td', null, h('span', { class: `pill ${e.outcome === 'accepted' ? 'good' : 'bad'}` }, e.outcome), e.error ? h('div', { class: 'error small' }, e.error) : null),
-                h('td', null, detail ? h('button', { class: 'link', type: 'button' }, open.has(key) ? 'hide' : 'show event') : null),
-              );
-              const pre = detail ? h('tr', { class: 'detail', hidden: !open.has(key) }, h('td', { colspan: '8' }, h('pre', null, detail))) : null;
-              row.querySelector('button')?.addEventListener('click', (ev) => {
-                if (open.has(key)) open.delete(key);
-                else open.add(key);
-                if (pre) pre.hidden = !open.has(key);
-                (ev.currentTarget as HTMLButtonElement).textContent = open.has(key) ? 'hide' : 'show event';
-              });
-              return pre ? [row, pre] : [row];
-            }),
-          ),
-        ),
-      );
+      if (!laidOut) layout();
+      waiting = [...fresh, ...waiting].slice(0, MAX_ROWS);
+      if (fresh.length === 0 && list.childElementCount > 0) return;
+      if (live()) {
+        letIn();
+        drawTable();
+      } else {
+        drawNewer();
+        if (list.childElementCount === 0) drawTable();
+      }
     },
     destroy() {},
   };

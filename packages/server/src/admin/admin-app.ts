@@ -10,7 +10,7 @@
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { parseSince } from '../analytics/stats-reader.js';
-import { AdminHostCheck, AdminAuthThrottle, tokenMatches } from './admin-guard.js';
+import { AdminHostCheck, AdminAuthThrottle, tokenMatches, type AdminAuthGate } from './admin-guard.js';
 import { AdminSessions, registerConsole, sessionCookieOf, type ConsoleDeps } from './console-api.js';
 
 export interface AdminAppConfig {
@@ -20,15 +20,6 @@ export interface AdminAppConfig {
   readonly adminHost?: string | undefined;
   /** More accepted Host names (`name` or `name:port`): a proxy's or a DNS name in front of the port. */
   readonly allowedHosts?: readonly string[] | undefined;
-}
-
-/** Fastify-side view of the throttle and token, shared with the console's login route. */
-export interface AdminAuthGate {
-  readonly tokenRequired: boolean;
-  /** Answers 429 (and returns true) when the client is throttled; its token must then not be looked at. */
-  refuseIfThrottled(request: FastifyRequest, reply: FastifyReply): Promise<boolean>;
-  /** Constant-time comparison; a wrong token counts against the client. */
-  checkToken(request: FastifyRequest, sent: string): boolean;
 }
 
 export interface MetricsSource {
@@ -41,7 +32,7 @@ export interface AdminAppDeps {
   readonly metrics: MetricsSource;
   /** Whether the service accepts events now, and why not. */
   readonly readiness: () => { ready: boolean; checks: Record<string, boolean | string | number> };
-  /** Analytics of a data set from `sinceMs` on (GET /api/stats/:dataSetId); absent: 404. */
+  /** Analytics of a data set from `sinceMs` on (GET /api/stats/:dataSetId), null for an unknown data set (404); absent: 404. */
   readonly stats?: (dataSetId: string, sinceMs: number) => Promise<unknown>;
   /** The operator console (page + /api/overview, /api/data-sets, …; console-api.ts); absent: not served. */
   readonly console?: ConsoleDeps;
@@ -126,7 +117,9 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
     } catch (error) {
       return reply.code(400).send({ error: (error as Error).message });
     }
-    return reply.send(await deps.stats(request.params.dataSetId, sinceMs));
+    const stats = await deps.stats(request.params.dataSetId, sinceMs);
+    if (stats === null) return reply.code(404).send({ error: `data set ${request.params.dataSetId} does not exist` });
+    return reply.send(stats);
   });
 
   if (deps.console) registerConsole(app, deps.console, { gate, sessions, readiness: deps.readiness });

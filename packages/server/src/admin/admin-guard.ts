@@ -32,6 +32,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
 import { FailedAuthShedder, type FailedAuthLimits } from '../rate-limit/failed-auth-shedder.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 export const MIN_ADMIN_TOKEN_LENGTH = 32;
 const MIN_DISTINCT_CHARACTERS = 8;
@@ -160,4 +161,13 @@ export class AdminAuthThrottle {
   close(): void {
     this.#shedder.close();
   }
+}
+
+/** Fastify-side view of the throttle and token, shared with the console's login route. */
+export interface AdminAuthGate {
+  readonly tokenRequired: boolean;
+  /** Answers 429 (and returns true) when the client is throttled; its token must then not be looked at. */
+  refuseIfThrottled(request: FastifyRequest, reply: FastifyReply): Promise<boolean>;
+  /** Constant-time comparison; a wrong token counts against the client. */
+  checkToken(request: FastifyRequest, sent: string): boolean;
 }

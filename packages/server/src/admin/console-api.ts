@@ -20,11 +20,11 @@ import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DataSetRecord, KeyRecord } from '../control/control-plane.js';
-import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
+import type { ConsumerLag } from '../consumer/consumer-lag.js';
 import { isoOrNull, parseDurationMs } from '../control/duration.js';
 import type { StatsDocument } from '../analytics/hourly.js';
 import { LIVE_WINDOW_MS, type LiveStore } from '../observability/live-stats.js';
-import type { AdminAuthGate } from './admin-app.js';
+import type { AdminAuthGate } from './admin-guard.js';
 import type { DiskMonitor } from '../lifecycle/disk-usage.js';
 
 export interface ConsoleDeps {

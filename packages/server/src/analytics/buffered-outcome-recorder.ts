@@ -7,7 +7,7 @@
  * A failed flush (file busy, disk trouble) keeps the counts for the next one. Rejection messages are
  * reduced to their group (array indexes removed) before they are counted; no event is ever seen.
  */
-import { hourOf, reasonGroupOf } from './hourly.js';
+import { groupOfStoredReason, hourOf } from './hourly.js';
 import type { IngestOutcomeRecorder } from './ingest-outcome-recorder.js';
 import type { DataSetCounterDelta, IngestStatsStore } from '../merged-view/view-store.js';
 
@@ -42,7 +42,7 @@ export class BufferedOutcomeRecorder implements IngestOutcomeRecorder {
     let seen = this.#reasonsSeen.get(prefix);
     if (!seen) this.#reasonsSeen.set(prefix, (seen = new Set()));
     for (const message of rejections) {
-      let group = reasonGroupOf(message);
+      let group = groupOfStoredReason(message);
       if (!seen.has(group)) {
         if (seen.size >= MAX_REASONS_PER_HOUR) group = 'other';
         else seen.add(group);

@@ -3,15 +3,20 @@
  * `IngestOutcomeRecorder`. Calls run on the serving thread and must stay cheap: implementations
  * only copy a few fields into in-memory ring buffers. Nothing here is ever logged.
  *
- * `events` (the accepted events as queued) is passed only when `wantsEvents` is true, which the
- * service sets for `--env test` alone: the production console never shows event contents.
+ * `events` (the accepted events as queued) and `rejectedEvents` (as received) are passed only when
+ * `wantsEvents` is true, which the service sets for `--env test` alone: the production console
+ * never shows event contents.
  */
 import type { EventPolicyMeta } from '../validation/event-check.js';
+import type { RejectionReason } from '../observability/service-metrics.js';
 
 export interface ObservedEventError {
   readonly index: number;
   readonly event_id: string | null;
+  /** The stored form of the message (validation/stored-reason.ts): sender-controlled names and values masked. */
   readonly error: string;
+  /** Its reason label, from the rejection's code (never recognised from the text). */
+  readonly reason: RejectionReason;
 }
 
 export interface ObservedRequest {
@@ -25,8 +30,10 @@ export interface ObservedRequest {
   readonly metas: readonly (EventPolicyMeta | undefined)[];
   /** The accepted events as queued, in order; only when `wantsEvents`. */
   readonly events?: readonly Record<string, unknown>[] | undefined;
-  /** The response's `errors[]`. */
+  /** The response's `errors[]`, in their stored form. */
   readonly errors: readonly ObservedEventError[];
+  /** The rejected events as received, in the order of `errors`; only when `wantsEvents`. */
+  readonly rejectedEvents?: readonly unknown[] | undefined;
 }
 
 export interface IngestObserver {

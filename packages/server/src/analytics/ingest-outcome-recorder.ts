@@ -7,7 +7,8 @@
 export interface IngestOutcomeRecorder {
   /**
    * One call per request that reached per-event validation and got its answer (200, 207, or the
-   * all-failed 400). `rejections` holds the `errors[].error` messages of the response.
+   * all-failed 400). `rejections` holds the `errors[].error` messages of the response in their
+   * stored form (validation/stored-reason.ts: sender-controlled names and values masked).
    */
   record(dataSetId: string, receivedAtMs: number, accepted: number, rejections: readonly string[]): void;
   close(): Promise<void>;

@@ -1,15 +1,13 @@
 /**
  * Read side of the asynchronous part for a serving process and the CLI: the stats document of a
- * data set (view counters + ingest counters) and the consumer's lag, straight from the files; no
- * IPC with the consumer is needed. Connections open lazily and stay open.
+ * data set (view counters + ingest counters) and the consumer's lag, straight from the storage; no
+ * IPC with the consumer is needed. Connections open lazily and stay open. It reads whatever
+ * profile it is given (a Storage satisfies StatsSources): storage/open-storage.ts alone chooses.
  */
 import { Gauge, type Registry } from 'prom-client';
-import type { Environment } from '../config.js';
 import { parseDurationMs } from '../control/duration.js';
 import type { IngestStatsStore, ViewStore } from '../merged-view/view-store.js';
-import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
-import { SqliteStorage } from '../storage/sqlite-storage.js';
-import type { Storage } from '../storage/storage.js';
+import type { ConsumerLag } from '../consumer/consumer-lag.js';
 import { hourOf, statsDocument, type CounterRow, type StatsDocument } from './hourly.js';
 
 export const DEFAULT_STATS_WINDOW = '24h';
@@ -38,15 +36,22 @@ export function ingestRows(ingest: readonly CounterRow[], accepted: readonly Cou
   return [...ingest.filter((r) => r.name !== 'accepted' || !counted.has(r.hour)), ...accepted];
 }
 
+/** What the stats are read from: the parts of a Storage this reader uses (the caller owns and closes it). */
+export interface StatsSources {
+  viewStore(): ViewStore;
+  ingestStats(): IngestStatsStore;
+  queueReader(): {
+    lag(nowMs: number): Promise<ConsumerLag>;
+    acceptedCounts(dataSetId: string, sinceHourMs: number): Promise<CounterRow[] | null>;
+  };
+}
+
 export class StatsReader {
-  /** The storage read from; opened here (embedded profile) when none is given, and then closed here. */
-  readonly #storage: Storage;
-  readonly #ownsStorage: boolean;
+  readonly #storage: StatsSources;
   #ingest: IngestStatsStore | null = null;
 
-  constructor(dataDir: string, env: Environment, storage?: Storage) {
-    this.#storage = storage ?? new SqliteStorage(dataDir, env);
-    this.#ownsStorage = storage === undefined;
+  constructor(storage: StatsSources) {
+    this.#storage = storage;
   }
 
   view(): ViewStore {
@@ -71,7 +76,6 @@ export class StatsReader {
   async close(): Promise<void> {
     await this.#ingest?.close();
     this.#ingest = null;
-    if (this.#ownsStorage) await this.#storage.close();
   }
 }
 

@@ -9,7 +9,14 @@ export const processIo: CliIo = { stdout: process.stdout, stderr: process.stderr
 
 /** A failure the operator can act on: printed as one line on stderr, exit code 1. */
 export class CliError extends Error {
-  override readonly name = 'CliError';
+  override readonly name: string = 'CliError';
+  readonly exitCode: number = 1;
+}
+
+/** A command line that cannot work as given (a missing or invalid option or argument): exit code 2, like commander's own. */
+export class UsageError extends CliError {
+  override readonly name = 'UsageError';
+  override readonly exitCode = 2;
 }
 
 /**

@@ -2,8 +2,12 @@
  * `ecapi-ingest send`: sends events from an NDJSON or JSON file (or stdin) with the sender SDK
  * (@ecapi-ingest/client): hashing, validation, packing into 1,000-event / 1 MiB requests, signing,
  * retries. A live progress bar on a terminal, plain periodic lines otherwise (both on stderr), a
- * final summary (one JSON document on stdout with --json), and a non-zero exit code when anything
- * was rejected (1) or could not be delivered (3).
+ * final summary (one JSON document on stdout with --json), and the exit codes of the README:
+ * 0 all accepted, 1 some rejected, 2 usage error, 3 some undeliverable (retry later), 4 stopped by
+ * a request-level failure (credentials, grant, URL, TLS trust), reported once with its fix.
+ *
+ * Counts agree everywhere: a line that is not JSON is reported on stderr with its line number and
+ * counts as rejected from the first progress line to the summary.
  *
  * Credentials come from ECAPI_URL, ECAPI_KEY_ID, ECAPI_SECRET and ECAPI_DATA_SET (preferred: a
  * --secret on the command line is visible to other users in `ps`), or from the options.
@@ -13,10 +17,10 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Option, type Command } from 'commander';
-import type { EventResult, SendProgress, SendTotals } from '@ecapi-ingest/client';
+import type { DeliveryFailure, EventInput, EventResult, SendProgress, SendTotals } from '@ecapi-ingest/client';
 import { DEFAULT_PORTS } from '../config.js';
 import { DEMO_DATA_SET } from '../demo.js';
-import { CliError } from './cli-io.js';
+import { CliError, UsageError } from './cli-io.js';
 import type { CliContext } from './cli-context.js';
 
 interface SendOptions {
@@ -45,6 +49,9 @@ interface InputRecord {
 
 export const EXIT_REJECTED = 1;
 export const EXIT_UNDELIVERABLE = 3;
+export const EXIT_REQUEST_FAILURE = 4;
+/** Per-event problems printed on stderr before "see --rejects". */
+const MAX_PRINTED_PROBLEMS = 10;
 
 /** Parses NDJSON (one event per line) or JSON (an event, an array of events, or {"events": [...]}). */
 export function parseInput(text: string, format: 'ndjson' | 'json' | 'auto'): InputRecord[] {
@@ -100,21 +107,81 @@ function duration(seconds: number): string {
   return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${ss}` : `${m}:${ss}`;
 }
 
-/** The progress line: events sent, accepted, rejected, rate and ETA. */
-export function progressLine(p: SendProgress, options: { bar: boolean; width?: number }): string {
-  const fraction = p.total === 0 ? 1 : p.done / p.total;
+/** The progress numbers in order of importance: a narrow terminal drops them from the end. */
+function progressParts(p: SendProgress): string[] {
   const seconds = p.elapsedMs / 1000;
   const rate = seconds > 0 ? p.done / seconds : 0;
   const eta = rate > 0 ? (p.total - p.done) / rate : Infinity;
-  const stats =
-    `${num(p.done)}/${num(p.total)} sent, ${num(p.accepted)} accepted, ${num(p.rejected)} rejected` +
-    (p.undeliverable > 0 ? `, ${num(p.undeliverable)} undeliverable` : '') +
-    (p.retries > 0 ? `, ${num(p.retries)} retries` : '') +
-    `, ${num(Math.round(rate))} events/s, ETA ${duration(eta)}`;
-  if (!options.bar) return `send: ${stats}`;
-  const width = options.width ?? 24;
-  const filled = Math.round(fraction * width);
-  return `[${'█'.repeat(filled)}${'░'.repeat(width - filled)}] ${String(Math.floor(fraction * 100)).padStart(3)}% ${stats}`;
+  return [
+    `${num(p.done)}/${num(p.total)} done`,
+    `${num(p.accepted)} accepted`,
+    `${num(p.rejected)} rejected`,
+    ...(p.undeliverable > 0 ? [`${num(p.undeliverable)} undeliverable`] : []),
+    ...(p.retries > 0 ? [`${num(p.retries)} retries`] : []),
+    `${num(Math.round(rate))} events/s`,
+    `ETA ${duration(eta)}`,
+  ];
+}
+
+const MIN_BAR = 10;
+const MAX_BAR = 30;
+
+/**
+ * The progress line. Off a terminal (`bar: false`), every number on one plain line. On a terminal,
+ * a bar and as many numbers as fit in `columns - 1` characters (the last column is left free: a
+ * line that fills it wraps on some terminals, and the next `\r` would redraw only the wrapped
+ * part, leaving a stale line per update). Every character is one column wide (ASCII digits and
+ * words, U+2588/U+2591 blocks), so the string length is the display width.
+ */
+export function progressLine(p: SendProgress, options: { bar: boolean; columns?: number | undefined }): string {
+  const parts = progressParts(p);
+  if (!options.bar) return `send: ${parts.join(', ')}`;
+  const max = Math.max(1, (options.columns ?? 80) - 1);
+  const fraction = p.total === 0 ? 1 : p.done / p.total;
+  const percent = `${String(Math.floor(fraction * 100)).padStart(3)}%`;
+  for (let n = parts.length; ; n--) {
+    const stats = parts.slice(0, n).join(', ');
+    const room = max - stats.length - percent.length - 4; // "[" "] " " "
+    if (room >= MIN_BAR || n === 0) {
+      const width = Math.max(0, Math.min(MAX_BAR, room));
+      const filled = Math.round(fraction * width);
+      const line = `[${'█'.repeat(filled)}${'░'.repeat(width - filled)}] ${percent} ${stats}`;
+      return line.length <= max ? line : line.slice(0, max);
+    }
+  }
+}
+
+/** The input's lines that are not JSON counted in: rejected, and done, before anything is sent. */
+function withParseFailures<T extends SendTotals & { done?: number }>(totals: T, parseFailures: number): T {
+  const counted = { ...totals, total: totals.total + parseFailures, rejected: totals.rejected + parseFailures };
+  if (totals.done !== undefined) counted.done = totals.done + parseFailures;
+  return counted;
+}
+
+const plural = (n: number, one: string, many: string) => `${num(n)} ${n === 1 ? one : many}`;
+
+/** One request-level failure, with what to change. */
+export function failureAdvice(failure: DeliveryFailure, context: { url: string; dataSet: string; caFile: string | undefined; caFound: boolean; dataDir: string }): string {
+  switch (failure.code) {
+    case 'TLS': {
+      const where = context.caFile === undefined
+        ? 'no CA certificate was given (only the system CAs are trusted)'
+        : context.caFound ? `the CA certificate ${context.caFile} did not sign the server's certificate`
+          : `no CA certificate at ${context.caFile} (looked up under --data-dir ${context.dataDir})`;
+      return `TLS: the server's certificate is not trusted (${failure.errorCode ?? failure.message}): ${where}. ` +
+        `Pass --ca <file> with the server's certificate (a local server's is <data-dir>/tls/localhost-cert.pem), or --data-dir <the server's data dir>`;
+    }
+    case 'AUTHENTICATION':
+      return `authentication failed: ${failure.message}. Check ECAPI_KEY_ID and ECAPI_SECRET (--key-id, --secret): an active key id and its current secret, exactly as issued`;
+    case 'AUTHORIZATION':
+      return `not authorized: ${failure.message}. The key has no grant for data set "${context.dataSet}": check ECAPI_DATA_SET (--data-set), or have the operator grant the key that data set`;
+    case 'WRONG_URL':
+      return `wrong URL: ${failure.message}. Nothing answers POST ${context.url.replace(/\/+$/, '')}/v1/events: check ECAPI_URL (--url), the service's base URL without /v1/events`;
+    case 'HOST_NOT_FOUND':
+      return `host not found: ${failure.message}. Check ECAPI_URL (--url)`;
+    default:
+      return failure.message;
+  }
 }
 
 function summaryJson(totals: SendTotals, extra: { durationMs: number; dryRun: boolean; rejectsFile: string | null; url: string | null; dataSet: string }) {
@@ -188,19 +255,19 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
       }
 
       const concurrency = Number(opts.concurrency);
-      if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) throw new CliError(`invalid --concurrency "${opts.concurrency}": expected 1 to 256`);
+      if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) throw new UsageError(`invalid --concurrency "${opts.concurrency}": expected 1 to 256`);
       const maxRetries = Number(opts.maxRetries);
-      if (!Number.isInteger(maxRetries) || maxRetries < 0) throw new CliError(`invalid --max-retries "${opts.maxRetries}": expected a whole number`);
-      if (!dataSet) throw new CliError('missing data set: set ECAPI_DATA_SET or pass --data-set');
+      if (!Number.isInteger(maxRetries) || maxRetries < 0) throw new UsageError(`invalid --max-retries "${opts.maxRetries}": expected a whole number`);
+      if (!dataSet) throw new UsageError('missing data set: set ECAPI_DATA_SET or pass --data-set');
       if (!opts.dryRun) {
         const missing = [!url && 'ECAPI_URL (--url)', !keyId && 'ECAPI_KEY_ID (--key-id)', !secret && 'ECAPI_SECRET (--secret)'].filter(Boolean);
-        if (missing.length > 0) throw new CliError(`missing ${missing.join(', ')}`);
+        if (missing.length > 0) throw new UsageError(`missing ${missing.join(', ')}`);
       }
 
       // Input
       let records: InputRecord[];
       if (file === undefined) {
-        if (!opts.demo) throw new CliError('no input: give FILE.ndjson, FILE.json or - (stdin), or use --demo');
+        if (!opts.demo) throw new UsageError('no input: give FILE.ndjson, FILE.json or - (stdin), or use --demo');
         const now = Math.floor(Date.now() / 1000);
         const sample = hashEvent({
           data_set_id: dataSet,
@@ -220,19 +287,26 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
         try {
           text = readFileSync(resolve(file), 'utf8');
         } catch (error) {
-          throw new CliError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+          throw new UsageError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
         }
         records = parseInput(text, formatOf(file));
       }
-      const events: unknown[] = [];
+      // Parsed JSON, not yet known to be events: the SDK validates each against the schema before
+      // sending (validate: true below) and rejects what does not match, so the cast claims nothing.
+      const events: EventInput[] = [];
       const positions: number[] = [];
+      const lineOf = (index: number) => records[positions[index]!]!.line;
       records.forEach((r, i) => {
         if (r.parseError === undefined) {
           positions.push(i);
-          events.push(r.event);
+          events.push(r.event as EventInput);
         }
       });
       const parseFailures = records.length - events.length;
+      const parseProblems = records.filter((r) => r.parseError !== undefined);
+      // On stderr, --json or not (--json is about stdout): the input's problems, by line number.
+      for (const r of parseProblems.slice(0, MAX_PRINTED_PROBLEMS)) stderr.write(`  ${r.parseError}\n`);
+      if (parseProblems.length > MAX_PRINTED_PROBLEMS) stderr.write(`  … and ${num(parseProblems.length - MAX_PRINTED_PROBLEMS)} more lines that are not JSON${opts.rejects ? ` (see ${opts.rejects})` : ''}\n`);
 
       // Progress on stderr: a redrawn bar on a terminal, a plain line every few seconds otherwise.
       const showProgress = opts.progress && !opts.dryRun;
@@ -240,10 +314,13 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
       let lastLineAt = Date.now();
       const draw = (final: boolean) => {
         if (!latest || !showProgress) return;
-        if (isTty) stderr.write(`\r\x1b[2K${progressLine(latest, { bar: true })}${final ? '\n' : ''}`);
-        else if (final || Date.now() - lastLineAt >= 2000) {
+        const p = withParseFailures(latest, parseFailures);
+        if (isTty) {
+          // \r and erase-to-end-of-line: the line never reaches the last column, so it never wraps.
+          stderr.write(`\r${progressLine(p, { bar: true, columns: (stderr as { columns?: number }).columns })}\x1b[K${final ? '\n' : ''}`);
+        } else if (final || Date.now() - lastLineAt >= 2000) {
           lastLineAt = Date.now();
-          stderr.write(`${progressLine(latest, { bar: false })}\n`);
+          stderr.write(`${progressLine(p, { bar: false })}\n`);
         }
       };
       const timer = showProgress ? setInterval(() => draw(false), isTty ? 100 : 500) : undefined;
@@ -252,16 +329,20 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
       let results: EventResult[];
       let totals: SendTotals;
       let durationMs: number;
+      let failure: DeliveryFailure | undefined;
+      let caFile: string | undefined;
+      let caFound = false;
+      /** --demo: the id of the sample event, which the README's next step looks up. */
+      let demoId: string | null = null;
       const started = Date.now();
       const hash = opts.hash ? { defaultRegion: opts.phoneRegion } : false;
       if (opts.dryRun) {
         const prep = prepareEvents(events, { dataSetId: dataSet, hash, validate: true });
-        const rejectedIdx = new Set(prep.rejected.map((r) => r.index));
         results = [...prep.rejected];
         totals = {
           total: events.length,
-          accepted: events.length - rejectedIdx.size,
-          rejected: rejectedIdx.size,
+          accepted: events.length - prep.rejected.length,
+          rejected: prep.rejected.length,
           undeliverable: 0,
           requests: prep.requests.length,
           retries: 0,
@@ -270,14 +351,13 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
       } else {
         let ca: string | undefined;
         const host = new URL(url!).hostname;
-        const caFile = opts.ca ?? (opts.demo || LOCAL_HOSTS.has(host) ? join(g.dataDir, 'tls', 'localhost-cert.pem') : undefined);
-        if (caFile !== undefined) {
-          if (opts.ca !== undefined || existsSync(caFile)) {
-            try {
-              ca = readFileSync(caFile, 'utf8');
-            } catch (error) {
-              throw new CliError(`cannot read CA certificate ${caFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
-            }
+        caFile = opts.ca ?? (opts.demo || LOCAL_HOSTS.has(host) ? join(g.dataDir, 'tls', 'localhost-cert.pem') : undefined);
+        if (caFile !== undefined && (opts.ca !== undefined || existsSync(caFile))) {
+          try {
+            ca = readFileSync(caFile, 'utf8');
+            caFound = true;
+          } catch (error) {
+            throw new UsageError(`cannot read CA certificate ${caFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
           }
         }
         const client = new Client({
@@ -294,10 +374,14 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
           },
         });
         try {
-          const result = await client.send(events as Record<string, unknown>[]);
+          const result = await client.send(events);
           results = result.results.filter((r) => r.status !== 'accepted');
           totals = result;
           durationMs = result.durationMs;
+          failure = result.failure;
+          const first = result.results[0];
+          if (opts.demo && first?.status === 'accepted') demoId = first.id;
+          latest = { ...result, done: result.total, elapsedMs: result.durationMs };
         } finally {
           await client.close();
           if (timer) clearInterval(timer);
@@ -305,25 +389,22 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
         draw(true);
       }
 
-      // Lines that were not JSON count as rejected.
-      const allTotals: SendTotals = { ...totals, total: totals.total + parseFailures, rejected: totals.rejected + parseFailures };
+      const allTotals = withParseFailures(totals, parseFailures);
 
       let rejectsFile: string | null = null;
       if (opts.rejects !== undefined) {
         rejectsFile = resolve(opts.rejects);
         const lines: string[] = [];
-        records.forEach((r) => {
-          if (r.parseError !== undefined) lines.push(JSON.stringify({ line: r.line, status: 'rejected', id: null, error: r.parseError, raw: r.raw }));
-        });
+        for (const r of parseProblems) lines.push(JSON.stringify({ line: r.line, status: 'rejected', id: null, code: 'INVALID_JSON', error: r.parseError, raw: r.raw }));
         for (const r of results) {
           if (r.status === 'accepted') continue;
-          const record = records[positions[r.index]!]!;
           lines.push(JSON.stringify({
-            line: record.line,
+            line: lineOf(r.index),
             index: r.index,
             status: r.status,
             id: r.id,
-            error: r.error,
+            code: r.error.code,
+            error: r.error.message,
             ...(r.status === 'rejected' ? { http_status: r.httpStatus } : { attempts: r.attempts }),
             event: r.event,
           }));
@@ -331,26 +412,40 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
         writeFileSync(rejectsFile, lines.length > 0 ? lines.join('\n') + '\n' : '');
       }
 
-      const summary = summaryJson(allTotals, { durationMs, dryRun: opts.dryRun, rejectsFile, url: opts.dryRun ? null : url!, dataSet });
+      const advice = failure === undefined ? undefined
+        : failureAdvice(failure, { url: url!, dataSet, caFile, caFound, dataDir: g.dataDir });
+      const summary = {
+        ...summaryJson(allTotals, { durationMs, dryRun: opts.dryRun, rejectsFile, url: opts.dryRun ? null : url!, dataSet }),
+        failure: failure === undefined ? null : { code: failure.code, http_status: failure.httpStatus, message: advice },
+        ...(opts.demo ? { event_id: demoId } : {}),
+      };
       if (g.json) {
         ctx.out(JSON.stringify(summary));
       } else if (opts.dryRun) {
         ctx.out(`dry run: ${num(summary.total)} events, ${num(summary.accepted)} valid, ${num(summary.rejected)} invalid; would send ${num(summary.requests)} requests`);
       } else {
+        const seconds = (durationMs / 1000).toFixed(1);
         ctx.out(
-          `sent ${num(summary.total)} events in ${(durationMs / 1000).toFixed(1)} s (${num(summary.events_per_second ?? 0)} events/s): ` +
-            `${num(summary.accepted)} accepted, ${num(summary.rejected)} rejected, ${num(summary.undeliverable)} undeliverable; ` +
-            `${num(summary.requests)} requests, ${num(summary.retries)} retries`,
+          `${plural(summary.total, 'event', 'events')} in ${seconds} s: ${num(summary.accepted)} accepted, ${num(summary.rejected)} rejected, ${num(summary.undeliverable)} undeliverable; ` +
+            `${plural(summary.requests, 'request', 'requests')}, ${plural(summary.retries, 'retry', 'retries')}`,
         );
-      }
-      if (!opts.dryRun || allTotals.rejected > 0) {
-        // First reasons, so the cause is visible without the rejects file.
-        const firstProblems = [...results].filter((r) => r.status !== 'accepted').slice(0, 3);
-        if (!g.json) {
-          for (const r of firstProblems) if (r.status === 'rejected' || r.status === 'undeliverable') stderr.write(`  event ${r.index}${r.id ? ` (${r.id})` : ''}: ${r.status}: ${r.error}\n`);
+        if (demoId !== null) {
+          ctx.out(`event id: ${demoId}\nSee it in the merged view in a moment: npx ecapi-ingest events get ${dataSet} ${demoId}`);
         }
       }
-      if (allTotals.undeliverable > 0) {
+      // Under a request-level failure every undeliverable event has that one error: said once, below.
+      const problems = results.filter((r): r is Exclude<EventResult, { status: 'accepted' }> =>
+        r.status === 'rejected' || (r.status === 'undeliverable' && failure === undefined));
+      for (const r of problems.slice(0, MAX_PRINTED_PROBLEMS)) {
+        const line = lineOf(r.index);
+        stderr.write(`  ${line !== null ? `line ${line}` : `event ${r.index}`}${r.id ? ` (id ${r.id})` : ''}: ${r.status}: ${r.error.message}\n`);
+      }
+      if (problems.length > MAX_PRINTED_PROBLEMS) stderr.write(`  … and ${num(problems.length - MAX_PRINTED_PROBLEMS)} more${rejectsFile ? ` (see ${rejectsFile})` : ' (--rejects FILE writes them all)'}\n`);
+      if (failure !== undefined) {
+        // One request-level failure: said once, with its fix; never as N per-event errors.
+        stderr.write(`error: ${advice}. Nothing more was sent: ${num(allTotals.undeliverable)} events not delivered${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them after the fix, their ids are kept\n`);
+        ctx.setExitCode(EXIT_REQUEST_FAILURE);
+      } else if (allTotals.undeliverable > 0) {
         stderr.write(`error: ${num(allTotals.undeliverable)} events undeliverable, ${num(allTotals.rejected)} rejected${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them later, their ids are kept\n`);
         ctx.setExitCode(EXIT_UNDELIVERABLE);
       } else if (allTotals.rejected > 0) {

@@ -7,7 +7,7 @@ import { Command, Option } from 'commander';
 import { parseSince, StatsReader } from '../analytics/stats-reader.js';
 import type { StatsDocument, StatsFigures } from '../analytics/hourly.js';
 import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
-import { runViewWorker } from '../consumer/view-worker.js';
+import { runViewWorker } from '../view-worker.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
@@ -15,6 +15,7 @@ import { createLogger } from '../observability/logger.js';
 import { CliError, writeWithBackpressure } from './cli-io.js';
 import { parseDurationMs } from '../control/duration.js';
 import type { CliContext } from './cli-context.js';
+import { requireDataSet } from './known-data-set.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -54,9 +55,11 @@ function statsText(doc: StatsDocument): string {
 }
 
 export function registerViewCommands(program: Command, ctx: CliContext): void {
-  const withReader = <T>(fn: (reader: StatsReader) => Promise<T>): Promise<T> =>
-    ctx.withStorage(async (storage, g) => {
-      const reader = new StatsReader(g.dataDir, g.env, storage);
+  /** `dataSetId`: the data set the command reads, refused when the control plane does not know it. */
+  const withReader = <T>(fn: (reader: StatsReader) => Promise<T>, dataSetId?: string): Promise<T> =>
+    ctx.withStorage(async (storage) => {
+      if (dataSetId !== undefined) await requireDataSet(storage, dataSetId);
+      const reader = new StatsReader(storage);
       try {
         return await fn(reader);
       } finally {
@@ -151,7 +154,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         const record = await store.getRecord(dataSetId, recordKeyForId(id));
         if (!record) throw new CliError(`no merged record for id "${id}" in data set ${dataSetId} (not sent, or not consumed yet)`);
         ctx.out(JSON.stringify(await mergedRecordJson(store, record)));
-      }),
+      }, dataSetId),
     );
   events
     .command('export')
@@ -167,7 +170,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
           for (const record of page) lines.push(JSON.stringify(await mergedRecordJson(store, record)));
           await writeWithBackpressure(ctx.io.stdout, lines.join('\n') + '\n');
         });
-      }),
+      }, opts.dataSet),
     );
 
   // identities
@@ -193,7 +196,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
             `events: ${json.event_count}\nidentifiers (${json.identifiers.length}):\n` +
             json.identifiers.map((i) => `  ${i}`).join('\n'),
         );
-      }),
+      }, dataSetId),
     );
 
   // stats
@@ -205,6 +208,6 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       withReader(async (reader) => {
         const doc = await reader.stats(dataSetId, parseSince(opts.since, Date.now()));
         ctx.out(ctx.globals().json ? JSON.stringify(doc) : statsText(doc));
-      }),
+      }, dataSetId),
     );
 }

@@ -1,5 +1,6 @@
 /**
- * The primary of `serve --workers N`. It serves no events itself; it
+ * The primary of `serve --workers N`. It serves no events itself; like a single-process node it
+ * opens the node and its admin side through serving-node.ts (the one composition root of a node); it
  * - prepares the environment once (demo credentials, TLS certificate) so workers never race on it;
  * - holds the authoritative rate-limit buckets and answers the workers' lease requests, so limits
  *   hold for the node as a whole;
@@ -7,22 +8,17 @@
  * - restarts a worker that dies, and on SIGTERM stops every worker gracefully before exiting.
  */
 import cluster, { type Worker } from 'node:cluster';
-import type { AddressInfo } from 'node:net';
 import { AggregatorRegistry } from 'prom-client';
 import type { ServeConfig } from '../config.js';
-import { buildAdminApp } from '../admin/admin-app.js';
-import { openStorage } from '../storage/open-storage.js';
 import type { IssuedKey } from '../control/control-plane.js';
-import { createDemoIfFresh } from '../demo.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { LeaseAuthority } from '../rate-limit/lease-authority.js';
 import type { LeaseRequest, LeaseReturn } from '../rate-limit/lease-protocol.js';
 import { LocalRateLimiter } from '../rate-limit/local-rate-limiter.js';
-import { loadTlsMaterial } from '../tls/tls-material.js';
-import { assertAdminExposure } from '../admin/admin-exposure.js';
-import { DiskMonitor } from '../lifecycle/disk-usage.js';
 import { StatsReader } from '../analytics/stats-reader.js';
-import { LiveStore } from '../observability/live-stats.js';
+import { LiveStore } from '../observability/live-store.js';
+import { announceListening, buildNodeAdmin, closeOnce, openNode } from '../serving-node.js';
+import { DiskMonitor } from '../lifecycle/disk-usage.js';
 import { encodeWorkerConfig, WORKER_CONFIG_ENV, type WorkerMessage } from './cluster-messages.js';
 
 export interface RunningNode {
@@ -41,14 +37,9 @@ interface WorkerState {
 }
 
 export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
-  assertAdminExposure(config);
   const logger = createLogger({ level: config.logLevel });
-  // Migrates the PostgreSQL schema once, before the workers open it (open-storage.ts picks the profile).
-  const storage = await openStorage({ dataDir: config.dataDir, env: config.env, databaseUrl: config.databaseUrl, poolSize: 2, masterKeyFile: config.masterKeyFile });
-  // A wrong, empty or missing master key stops the node here, with one line, before any worker starts.
-  await storage.controlPlane().verifyMasterKey();
-  const demoKey = config.demo ? await createDemoIfFresh(storage.controlPlane()) : null;
-  const tls = await loadTlsMaterial({ dataDir: config.dataDir, certFile: config.tlsCert, keyFile: config.tlsKey });
+  // Once for the node, before any worker starts: migrations, the master-key check, demo, TLS.
+  const { storage, controlPlane, tls, demoKey } = await openNode(config, logger, { role: 'node', poolSize: 2 });
 
   const authority = new LeaseAuthority(new LocalRateLimiter());
   const states = new Map<Worker, WorkerState>();
@@ -101,39 +92,29 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   };
 
   const aggregator = new AggregatorRegistry();
-  const statsReader = new StatsReader(config.dataDir, config.env, storage);
+  const statsReader = new StatsReader(storage);
+  // Free space and bytes per store for the console, the low-space warning (lifecycle/disk-usage.ts).
   const disk = new DiskMonitor({ dataDir: config.dataDir, backend: storage.lifecycle(), logger });
   disk.start();
   // Operator console: the workers' live deltas (IPC, every second) summed here; control plane read for the data-set pages.
   const liveStore = new LiveStore({ env: config.env });
-  const consoleControlPlane = storage.controlPlane();
-  const admin = buildAdminApp(
-    { adminToken: config.adminToken, adminHost: config.adminHost, allowedHosts: config.adminAllowedHosts },
-    {
-      metrics: { contentType: aggregator.contentType, text: () => aggregator.clusterMetrics() },
-      stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),
-      console: {
-        env: config.env,
-        live: liveStore,
-        stats: (dataSetId, sinceMs) => statsReader.stats(dataSetId, sinceMs),
-        lag: () => statsReader.lag(),
-        listDataSets: () => consoleControlPlane.listDataSets(),
-        listKeys: () => consoleControlPlane.listKeys(),
-        processes: () => states.size,
-        disk,
-      },
-      readiness: () => {
-        const all = [...states.values()];
-        const listening = all.length === config.workers && all.every((s) => s.port !== null);
-        const writable = all.every((s) => s.writable);
-        const error = all.find((s) => s.lastError)?.lastError;
-        return {
-          ready: !stopping && listening && writable,
-          checks: { listening, queue_writable: writable, workers: all.length, ...(error ? { queue_error: error } : {}) },
-        };
-      },
+  const admin = buildNodeAdmin(config, controlPlane, {
+    metrics: { contentType: aggregator.contentType, text: () => aggregator.clusterMetrics() },
+    readiness: () => {
+      const all = [...states.values()];
+      const listening = all.length === config.workers && all.every((s) => s.port !== null);
+      const writable = all.every((s) => s.writable);
+      const error = all.find((s) => s.lastError)?.lastError;
+      return {
+        ready: !stopping && listening && writable,
+        checks: { listening, queue_writable: writable, workers: all.length, ...(error ? { queue_error: error } : {}) },
+      };
     },
-  );
+    processes: () => states.size,
+    liveStore,
+    statsReader,
+    disk,
+  });
 
   for (let i = 0; i < config.workers; i++) fork();
   const port = await new Promise<number>((resolve, reject) => {
@@ -156,40 +137,33 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
     };
     cluster.on('message', check);
   });
-  await admin.listen({ port: config.adminPort, host: config.adminHost });
-  const adminPort = (admin.server.address() as AddressInfo).port;
-  logger.info({ env: config.env, port, admin_port: adminPort, host: config.host, workers: config.workers }, 'ecapi-ingest listening');
-  logger.flush(); // operators and scripts wait for this line
+  const adminPort = await admin.listen();
+  announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, workers: config.workers });
 
-  let closing: Promise<void> | null = null;
   return {
     port,
     adminPort,
     certFile: tls.certFile,
     demoKey,
     logger,
-    close() {
-      closing ??= (async () => {
-        stopping = true;
-        await Promise.all(
-          [...states.keys()].map(
-            (worker) =>
-              new Promise<void>((resolve) => {
-                if (worker.isDead()) return resolve();
-                worker.once('exit', () => resolve());
-                worker.process.kill('SIGTERM');
-              }),
-          ),
-        );
-        await admin.close();
-        disk.stop();
-        await statsReader.close();
-        await consoleControlPlane.close();
-        await storage.close();
-        logger.info('ecapi-ingest stopped');
-        logger.flush();
-      })();
-      return closing;
-    },
+    close: closeOnce(async () => {
+      stopping = true;
+      await Promise.all(
+        [...states.keys()].map(
+          (worker) =>
+            new Promise<void>((resolve) => {
+              if (worker.isDead()) return resolve();
+              worker.once('exit', () => resolve());
+              worker.process.kill('SIGTERM');
+            }),
+        ),
+      );
+      await admin.close();
+      disk.stop();
+      await statsReader.close();
+      await storage.close();
+      logger.info('ecapi-ingest stopped');
+      logger.flush();
+    }),
   };
 }

@@ -57,12 +57,17 @@ class Wanted {
     if (!keys) this.byDataSet.set(dataSetId, (keys = new Set()));
     keys.add(key);
   }
-  pairs<K extends string>(name: K): ({ dataSetId: string } & Record<K, string>)[] {
-    const out: ({ dataSetId: string } & Record<K, string>)[] = [];
-    for (const [dataSetId, keys] of this.byDataSet) for (const key of keys) out.push({ dataSetId, [name]: key } as { dataSetId: string } & Record<K, string>);
+  /** (data set, key) pairs, built by `make` (a plain literal per kind: no computed property names, which V8 keeps in slow objects). */
+  pairs<T>(make: (dataSetId: string, key: string) => T): T[] {
+    const out: T[] = [];
+    for (const [dataSetId, keys] of this.byDataSet) for (const key of keys) out.push(make(dataSetId, key));
     return out;
   }
 }
+
+const recordRef = (dataSetId: string, recordKey: string) => ({ dataSetId, recordKey });
+const identifierRef = (dataSetId: string, identifier: string) => ({ dataSetId, identifier });
+const identityRef = (dataSetId: string, identityKey: string) => ({ dataSetId, identityKey });
 
 export async function loadBatch(tx: ViewTransaction, records: readonly QueueRecord[]): Promise<LoadedBatch> {
   const prepared = prepareRecords(records);
@@ -72,18 +77,18 @@ export async function loadBatch(tx: ViewTransaction, records: readonly QueueReco
     recordKeys.add(p.record.data_set_id, p.key);
     for (const identifier of p.identifiers) identifiers.add(p.record.data_set_id, identifier);
   }
-  const stored = await tx.loadRecords(recordKeys.pairs('recordKey'));
+  const stored = await tx.loadRecords(recordKeys.pairs(recordRef));
   for (const record of stored.values()) for (const identifier of identifiersOf(record.event)) identifiers.add(record.dataSetId, identifier);
-  const links = await tx.loadIdentifierLinks(identifiers.pairs('identifier'));
+  const links = await tx.loadIdentifierLinks(identifiers.pairs(identifierRef));
 
   const nodeKeys = new Wanted();
   for (const [pk, key] of links) nodeKeys.add(pk.slice(0, pk.indexOf('\u0000')), key);
   for (const record of stored.values()) if (record.identityKey !== null) nodeKeys.add(record.dataSetId, record.identityKey);
-  const nodes = new Map(await tx.loadIdentities(nodeKeys.pairs('identityKey')));
+  const nodes = new Map(await tx.loadIdentities(nodeKeys.pairs(identityRef)));
   const parents = new Wanted();
   for (const node of nodes.values()) {
     if (node.parent !== null && !nodes.has(pairKey(node.dataSetId, node.parent))) parents.add(node.dataSetId, node.parent);
   }
-  if (parents.byDataSet.size > 0) for (const [pk, node] of await tx.loadIdentities(parents.pairs('identityKey'))) nodes.set(pk, node);
+  if (parents.byDataSet.size > 0) for (const [pk, node] of await tx.loadIdentities(parents.pairs(identityRef))) nodes.set(pk, node);
   return { prepared, records: stored, links, nodes };
 }

@@ -65,36 +65,49 @@ export class IdentityForest {
    * new record), `identifiers` those of its merged event. Returns the record's identity key.
    */
   apply(dataSetId: string, seq: number, previous: string | null, identifiers: readonly string[]): string | null {
+    // The roots involved, deduplicated (a handful: a linear scan beats a Set).
     const roots: MutableNode[] = [];
-    const addRoot = (root: MutableNode) => {
+    if (previous !== null) roots.push(this.#find(dataSetId, previous, seq));
+    const linkKeys: string[] = new Array(identifiers.length);
+    for (let i = 0; i < identifiers.length; i++) {
+      const pk = (linkKeys[i] = pairKey(dataSetId, identifiers[i]!));
+      const linked = this.#links.get(pk);
+      if (linked === undefined) continue;
+      const root = this.#find(dataSetId, linked, seq);
       if (!roots.includes(root)) roots.push(root);
-    };
-    if (previous !== null) addRoot(this.#find(dataSetId, previous, seq));
-    for (const identifier of identifiers) {
-      const linked = this.#links.get(pairKey(dataSetId, identifier));
-      if (linked !== undefined) addRoot(this.#find(dataSetId, linked, seq));
     }
     if (roots.length === 0 && identifiers.length === 0) return null;
 
     let survivor: MutableNode;
+    // Whether the survivor changed: a node that did not is not written back (a re-send that adds
+    // nothing to its identity, the commonest case, writes no identity row at all).
+    let changed = false;
     if (roots.length === 0) {
       const key = identityKeyFor(seq);
       survivor = { dataSetId, identityKey: key, parent: null, createdSeq: seq, eventCount: 0, identifierCount: 0 };
       this.#nodes.set(pairKey(dataSetId, key), survivor);
+      changed = true;
     } else {
-      roots.sort((a, b) => a.createdSeq - b.createdSeq || (a.identityKey < b.identityKey ? -1 : 1));
+      if (roots.length > 1) {
+        roots.sort((a, b) => a.createdSeq - b.createdSeq || (a.identityKey < b.identityKey ? -1 : 1));
+        changed = true;
+      }
       survivor = roots[0]!;
       for (let i = 1; i < roots.length; i++) this.#absorb(survivor, roots[i]!);
     }
-    for (const identifier of identifiers) {
-      const pk = pairKey(dataSetId, identifier);
+    for (let i = 0; i < identifiers.length; i++) {
+      const pk = linkKeys[i]!;
       if (this.#links.has(pk)) continue;
       this.#links.set(pk, survivor.identityKey);
-      this.#newLinks.push({ dataSetId, identifier, identityKey: survivor.identityKey });
+      this.#newLinks.push({ dataSetId, identifier: identifiers[i]!, identityKey: survivor.identityKey });
       survivor.identifierCount++;
+      changed = true;
     }
-    if (previous === null) survivor.eventCount++;
-    this.#dirty.add(pairKey(dataSetId, survivor.identityKey));
+    if (previous === null) {
+      survivor.eventCount++;
+      changed = true;
+    }
+    if (changed) this.#dirty.add(pairKey(dataSetId, survivor.identityKey));
     return survivor.identityKey;
   }
 

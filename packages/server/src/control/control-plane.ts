@@ -8,14 +8,13 @@
  *   That is how revocation, grants and policy reach a running server within seconds with no restart,
  *   while the hot path stays a couple of Map lookups.
  *
- * The interface is async and storage-agnostic so that a PostgreSQL implementation can replace the
- * embedded SQLite one without the request path noticing.
+ * The interface is async and storage-agnostic. Its one implementation, ControlPlaneService
+ * (control-plane-service.ts), holds every rule once over a row-level ControlStore per backend
+ * (sqlite-control-store.ts, postgres-control-store.ts), so the profiles cannot drift apart.
  */
 import type { KeyObject } from 'node:crypto';
-import type { DataSetPolicy } from './data-set-policy.js';
+import type { DataSetPolicy, PolicyPatch } from './data-set-policy.js';
 import type { DataSetLimits } from '../rate-limit/data-set-limits.js';
-import { ControlPlaneError } from '../errors.js';
-import { DAY_MS, formatDurationMs } from './duration.js';
 
 export interface DataSetRecord {
   readonly id: string;
@@ -47,7 +46,8 @@ export interface RotatedKey {
   readonly previousSecretValidUntil: number;
 }
 
-export type PolicyPatch = Partial<Omit<DataSetPolicy, 'version'>>;
+/** A policy change (fields and bounds: data-set-policy.ts). */
+export type { PolicyPatch };
 
 /** A key as the request path sees it: HMAC keys ready to use, grants as a Set. */
 export interface ActiveKey {
@@ -88,55 +88,4 @@ export interface ControlPlane {
   version(): Promise<number>;
   loadSnapshot(): Promise<CredentialSnapshot>;
   close(): Promise<void>;
-}
-
-export const DATA_SET_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-
-/**
- * Bounds of what the control plane stores, checked by both implementations before their
- * transaction writes anything (issue 16, point 6: `key rotate --grace 100000000d` used to commit a
- * validity past the last representable date, then fail to print it). A rotation grace longer than
- * a year is no grace period but a second permanent secret: revoke and re-issue instead.
- */
-export const MAX_ROTATION_GRACE_MS = 365 * DAY_MS;
-/** Maximum event age and merge window: ten years. */
-export const MAX_POLICY_WINDOW_SECONDS = 3650 * 86_400;
-
-export function validateRotationGrace(graceMs: number): void {
-  if (!Number.isSafeInteger(graceMs) || graceMs < 0 || graceMs > MAX_ROTATION_GRACE_MS) {
-    throw new ControlPlaneError(`invalid grace period: between 0s and ${formatDurationMs(MAX_ROTATION_GRACE_MS)}`);
-  }
-}
-
-export function validatePolicyPatch(patch: PolicyPatch): void {
-  const maxAge = patch.maxAgeSeconds;
-  if (maxAge !== undefined && (!Number.isSafeInteger(maxAge) || maxAge < 1 || maxAge > MAX_POLICY_WINDOW_SECONDS)) {
-    throw new ControlPlaneError(`invalid max age: between 1s and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}`);
-  }
-  const mergeWindow = patch.mergeWindowMs;
-  if (mergeWindow !== undefined && (!Number.isSafeInteger(mergeWindow) || mergeWindow < 0 || mergeWindow > MAX_POLICY_WINDOW_SECONDS * 1000)) {
-    throw new ControlPlaneError(`invalid merge window: between 0ms and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}, in whole milliseconds`);
-  }
-  const retention = patch.viewRetentionMs;
-  if (retention !== undefined && (!Number.isSafeInteger(retention) || retention < 1 || retention > MAX_POLICY_WINDOW_SECONDS * 1000)) {
-    throw new ControlPlaneError(`invalid view retention: between 1ms and ${formatDurationMs(MAX_POLICY_WINDOW_SECONDS * 1000)}, in whole milliseconds`);
-  }
-}
-
-/**
- * A policy after a change: the view retention may not be shorter than the merge window nor the
- * maximum event age. A record deleted earlier could come back as a new record from a late re-send
- * (within the merge window) or from an event still young enough to be accepted (within the maximum
- * age). Checked on the merged policy, so lowering the retention and raising the maximum age are
- * refused alike.
- */
-export function validatePolicyRetention(policy: Omit<DataSetPolicy, 'version'>): void {
-  const floor = Math.max(policy.mergeWindowMs, policy.maxAgeSeconds * 1000);
-  if (policy.viewRetentionMs < floor) {
-    throw new ControlPlaneError(
-      `invalid view retention ${formatDurationMs(policy.viewRetentionMs)}: it must be at least the merge window (${formatDurationMs(policy.mergeWindowMs)}) ` +
-        `and the maximum event age (${formatDurationMs(policy.maxAgeSeconds * 1000)}), so that a late re-send is never taken for a new event; ` +
-        'raise --view-retention or lower --merge-window / --max-age',
-    );
-  }
 }

@@ -17,10 +17,11 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { EventErrors, QueueUnavailableError, RequestError, requestError } from '../errors.js';
 import { authenticate, isAuthorized, isBearer } from '../auth/request-authenticator.js';
 import type { CredentialSnapshot } from '../control/control-plane.js';
-import type { EventCheckContext, EventProcessor, EventPolicyMeta } from '../validation/event-check.js';
+import type { EventCheckContext, EventProcessor, EventPolicyMeta, EventRejection } from '../validation/event-check.js';
 import type { EventQueue } from '../queue/event-queue.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
 import { rejectionReasonOf } from '../observability/service-metrics.js';
+import type { ObservedEventError } from '../analytics/ingest-observer.js';
 import { rateLimitHeaders, type RateLimiter, type Admission } from '../rate-limit/rate-limiter.js';
 import type { DataSetLimits } from '../rate-limit/data-set-limits.js';
 import type { LimitName } from '../rate-limit/data-set-buckets.js';
@@ -74,11 +75,16 @@ class RateLimited extends RequestError {
   }
 }
 
-interface EventError {
+/** One entry of the response's `errors[]`: the wire shape, the message exactly as the spec words it. */
+interface ErrorEntry {
   index: number;
   event_id: string | null;
   error: string;
 }
+
+/** The two rejections this module produces itself, built once (the one shared object each; exported for tests). */
+export const NOT_AN_OBJECT = EventErrors.SCHEMA.error('event must be a JSON object');
+export const DATA_SET_MISMATCH = EventErrors.INVALID_FIELD.error('data_set_id', 'must equal X-Service-Data-Set');
 
 const NO_ERRORS: readonly string[] = Object.freeze([]);
 
@@ -98,12 +104,12 @@ interface CheckedEvents {
   accepted: Record<string, unknown>[];
   metas: (EventPolicyMeta | undefined)[];
   /** The response's errors[]: the exact messages (the sender's own data). */
-  readonly errors: EventError[];
+  readonly errors: ErrorEntry[];
   /**
    * The same errors as they may be stored, served to operators or counted: sender-controlled
-   * names and values masked (validation/stored-reason.ts, issue 16 point 7).
+   * names and values masked (validation/stored-reason.ts, issue 16 point 7), with their reason label.
    */
-  readonly storedErrors: EventError[];
+  readonly storedErrors: ObservedEventError[];
   /** Some accepted event differs from what was sent (nulls removed, policy applied). */
   readonly modified: boolean;
 }
@@ -114,18 +120,18 @@ const EMPTY_EVENTS: Record<string, unknown>[] = [];
 function checkEvents(deps: EventsRequestDeps, events: readonly unknown[], headerDataSet: string, context: EventCheckContext): CheckedEvents {
   const accepted: Record<string, unknown>[] = [];
   const metas: (EventPolicyMeta | undefined)[] = [];
-  const errors: EventError[] = [];
-  const storedErrors: EventError[] = [];
+  const errors: ErrorEntry[] = [];
+  const storedErrors: ObservedEventError[] = [];
   let modified = false;
   for (let index = 0; index < events.length; index++) {
     const event = events[index];
-    let error: string | undefined;
+    let error: EventRejection;
     if (!isPlainObject(event)) {
-      error = EventErrors.SCHEMA.message('event must be a JSON object');
+      error = NOT_AN_OBJECT;
     } else if (typeof event.data_set_id === 'string' && event.data_set_id !== headerDataSet) {
-      error = EventErrors.INVALID_FIELD.message('data_set_id', 'must equal X-Service-Data-Set');
+      error = DATA_SET_MISMATCH;
     } else {
-      const check = deps.processor.check(event, context);
+      const check = deps.processor.evaluate(event, context);
       if (check.ok) {
         accepted.push(check.event);
         metas.push(check.meta);
@@ -139,9 +145,10 @@ function checkEvents(deps: EventsRequestDeps, events: readonly unknown[], header
       error = check.error;
     }
     const eventId = isPlainObject(event) && typeof event.id === 'string' ? event.id : null;
-    errors.push({ index, event_id: eventId, error });
-    storedErrors.push({ index, event_id: eventId, error: storedReasonOf(error) });
-    deps.metrics.eventsRejected.inc({ reason: rejectionReasonOf(error) });
+    const reason = error === DATA_SET_MISMATCH ? 'data_set_mismatch' : rejectionReasonOf(error.code);
+    errors.push({ index, event_id: eventId, error: error.message });
+    storedErrors.push({ index, event_id: eventId, error: storedReasonOf(error), reason });
+    deps.metrics.eventsRejected.inc({ reason });
   }
   return { accepted, metas, errors, storedErrors, modified };
 }
@@ -193,13 +200,15 @@ export async function handleEventsRequest(
 
     const policy = dataSet.policy;
     const checked = checkEvents(deps, events, headerDataSet, { nowSeconds: Math.floor(nowMs / 1000), policy });
+    // Console (test environment only): the rejected events as received, shown masked beside their error.
+    const rejectedEvents = deps.observer?.wantsEvents ? checked.errors.map((e) => events![e.index]) : undefined;
     events = null;
     const { errors, storedErrors } = checked;
     const acceptedCount = checked.accepted.length;
 
     if (acceptedCount === 0) {
       deps.outcomes?.record(headerDataSet, nowMs, 0, storedErrors.map((e) => e.error));
-      deps.observer?.validated({ dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs, accepted: 0, metas: [], errors: storedErrors });
+      deps.observer?.validated({ dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs, accepted: 0, metas: [], errors: storedErrors, rejectedEvents });
       return withHeaders({
         status: 400,
         body: JSON.stringify({ accepted: 0, rejected: errors.length, errors }),
@@ -242,7 +251,7 @@ export async function handleEventsRequest(
     deps.outcomes?.record(headerDataSet, nowMs, acceptedCount, errors.length === 0 ? NO_ERRORS : storedErrors.map((e) => e.error));
     deps.observer?.validated({
       dataSetId: headerDataSet, keyId: principal.key.keyId, requestId, receivedAtMs: nowMs,
-      accepted: acceptedCount, metas: observedMetas, events: observedEvents, errors: storedErrors,
+      accepted: acceptedCount, metas: observedMetas, events: observedEvents, errors: storedErrors, rejectedEvents,
     });
 
     if (errors.length === 0) {

@@ -1,4 +1,5 @@
 /** Content-Type and Accept checks for POST /v1/events: JSON in, JSON out, UTF-8 only. */
+import Negotiator from 'negotiator';
 
 /** True for `application/json` with optional parameters; a charset, if given, must be UTF-8. */
 export function isJsonContentType(header: string | undefined): boolean {
@@ -16,18 +17,31 @@ export function isJsonContentType(header: string | undefined): boolean {
   return true;
 }
 
-/** True when the Accept header (absent means anything) admits application/json with q > 0. */
+/**
+ * True when the Accept header admits application/json, by RFC 9110 12.5.1 content negotiation
+ * (the `negotiator` library): the most specific media range that matches decides, so
+ * `application/json;q=0` excludes JSON even beside a wildcard range that would admit it. An absent
+ * or empty header admits anything.
+ * Cost: negotiator parses a header in 1-2 us, about ten times the old hand-written check; a sender
+ * sends the same Accept value with every request, so answers are kept per header value (a bounded
+ * map, cleared when full: a sender cycling values pays the parse, nothing more) and a repeated
+ * value costs a map lookup (bench/header-and-ip-parsing.ts).
+ */
 export function acceptsJson(header: string | undefined): boolean {
-  if (header === undefined || header.trim() === '') return true;
-  for (const range of header.split(',')) {
-    const [type, ...params] = range.split(';');
-    const mediaRange = type!.trim().toLowerCase();
-    if (mediaRange !== 'application/json' && mediaRange !== 'application/*' && mediaRange !== '*/*') continue;
-    const q = params.map((p) => p.trim().toLowerCase()).find((p) => p.startsWith('q='));
-    if (q === undefined || Number(q.slice(2)) > 0) return true;
+  if (header === undefined) return true;
+  let admits = acceptAnswers.get(header);
+  if (admits === undefined) {
+    admits = header.trim() === '' || new Negotiator({ headers: { accept: header } }).mediaType(JSON_TYPES) !== undefined;
+    if (acceptAnswers.size >= MAX_ACCEPT_ANSWERS) acceptAnswers.clear();
+    acceptAnswers.set(header, admits);
   }
-  return false;
+  return admits;
 }
+
+/** What the service answers in; `application/json; charset=utf-8` is the same (JSON is UTF-8), and senders ask for it. */
+const JSON_TYPES = ['application/json', 'application/json; charset=utf-8'];
+const MAX_ACCEPT_ANSWERS = 256;
+const acceptAnswers = new Map<string, boolean>();
 
 /**
  * Body encodings: the service reads bodies as sent and never decodes them, so a coding it would not

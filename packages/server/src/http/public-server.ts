@@ -36,7 +36,7 @@ import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { randomUUID } from 'node:crypto';
 import { HEADER_REQUEST_ID, MAX_BODY_BYTES } from '@ecapi-ingest/protocol';
-import type { Logger } from '../observability/logger.js';
+import { requestLineWriter, type Logger } from '../observability/logger.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
 import { type RequestError, requestError } from '../errors.js';
 import { gatewayAnswer, pathOf } from './gateway.js';
@@ -140,14 +140,28 @@ function missingHost(req: Request): boolean {
   return headers.host === undefined && ('stream' in req ? headers[':authority'] === undefined : true);
 }
 
-export function buildServer(config: PublicServerConfig, deps: PublicServerDeps): PublicServer {
+/** The TLS server of the public port and the connections it tracks (for shutdown). */
+export interface PublicTlsServer {
+  readonly server: Http2SecureServer;
+  /** TLS sockets past their handshake. */
+  readonly sockets: Set<Socket>;
+  /** HTTP/1.1 sockets: requests under way on each. */
+  readonly active: Map<Socket, number>;
+  /** HTTP/2 sessions. */
+  readonly sessions: Set<ServerHttp2Session>;
+}
+
+/**
+ * The node:http2 secure server (TLS 1.3, ALPN h2 and http/1.1) with the public port's timeouts and
+ * connection tracking (handshake bound, sockets, sessions), without a request handler: buildServer
+ * adds it. Separate so that the bench's ablation ladder (bench/ladder-server.ts) can price this
+ * server alone under the reference's handler.
+ */
+export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServer {
   const headersTimeoutMs = config.headersTimeoutMs ?? 10_000;
   const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
   const keepAliveTimeoutMs = config.keepAliveTimeoutMs ?? 65_000;
-  const bodyIdleTimeoutMs = config.bodyIdleTimeoutMs ?? DEFAULT_BODY_IDLE_TIMEOUT_MS;
-  const minBodyBytesPerSecond = config.minBodyBytesPerSecond ?? DEFAULT_MIN_BODY_BYTES_PER_SECOND;
   const maxPendingHandshakes = config.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES;
-
   const server = createSecureServer({
     // Node >= 24 refuses an HTTP/1.1 request without Host itself, with a bare 400 and no body (Node
     // 20 and 22 let it through): we answer it in the request handler, with the reason, on every version.
@@ -193,10 +207,35 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     }
   });
 
-  const bodyBudget = new BodyBudget(config.bodyBudgetBytes);
-  deps.metrics.watchBodyBudget(bodyBudget);
   const sockets = new Set<Socket>();
   const active = new Map<Socket, number>();
+  server.on('secureConnection', (socket: TLSSocket) => {
+    handshaking.delete(`${socket.remoteAddress}|${socket.remotePort}`);
+    sockets.add(socket);
+    socket.on('close', () => {
+      sockets.delete(socket);
+      active.delete(socket);
+    });
+  });
+  server.on('tlsClientError', () => {
+    // Handshake failures (plain HTTP, TLS 1.2 clients, scanners, timeouts): nothing to answer, nothing to log per event.
+  });
+  const sessions = new Set<ServerHttp2Session>();
+  server.on('session', (session) => {
+    sessions.add(session);
+    session.on('close', () => sessions.delete(session));
+  });
+  return { server, sockets, active, sessions };
+}
+
+export function buildServer(config: PublicServerConfig, deps: PublicServerDeps): PublicServer {
+  const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
+  const bodyIdleTimeoutMs = config.bodyIdleTimeoutMs ?? DEFAULT_BODY_IDLE_TIMEOUT_MS;
+  const minBodyBytesPerSecond = config.minBodyBytesPerSecond ?? DEFAULT_MIN_BODY_BYTES_PER_SECOND;
+  const { server, sockets, active, sessions } = createPublicTlsServer(config);
+
+  const bodyBudget = new BodyBudget(config.bodyBudgetBytes);
+  deps.metrics.watchBodyBudget(bodyBudget);
   /** HTTP/1.1 sockets that close after the response being written: later (pipelined) requests are ignored. */
   const closing = new WeakSet<Socket>();
   /** Connections (HTTP/1.1 sockets, HTTP/2 sessions) on which a request passed the HMAC check. */
@@ -251,22 +290,8 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   sweep.unref();
   server.on('close', () => clearInterval(sweep));
 
-  server.on('secureConnection', (socket: TLSSocket) => {
-    handshaking.delete(`${socket.remoteAddress}|${socket.remotePort}`);
-    sockets.add(socket);
-    socket.on('close', () => {
-      sockets.delete(socket);
-      active.delete(socket);
-    });
-  });
-  server.on('tlsClientError', () => {
-    // Handshake failures (plain HTTP, TLS 1.2 clients, scanners, timeouts): nothing to answer, nothing to log per event.
-  });
-  const sessions = new Set<ServerHttp2Session>();
   server.on('session', (session) => {
     if (shuttingDown) session.close();
-    sessions.add(session);
-    session.on('close', () => sessions.delete(session));
   });
 
   /** Ends the exchange after this response without reading the rest of the request body. */
@@ -287,6 +312,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     });
   };
 
+  const logRequest = requestLineWriter(deps.logger);
   const finish = (req: Request, res: Response, requestId: string, started: number, outcome: EventsOutcome | { status: number }, extraHeaders?: Record<string, string>): void => {
     const body = 'body' in outcome ? outcome.body : '';
     const headers = { ...(outcome as EventsOutcome).headers, ...extraHeaders };
@@ -297,20 +323,17 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     deps.metrics.countRequest(outcome.status);
     deps.metrics.requestDuration.observe(latencyMs / 1000);
     const o = outcome as Partial<EventsOutcome>;
-    deps.logger.info(
-      {
-        request_id: requestId,
-        status: outcome.status,
-        data_set_id: o.dataSetId,
-        key_id: o.keyId,
-        accepted: o.accepted ?? 0,
-        rejected: o.rejected ?? 0,
-        error_code: o.errorCode,
-        latency_ms: Math.round(latencyMs * 100) / 100,
-        http: req.httpVersion,
-      },
-      'request',
-    );
+    logRequest({
+      request_id: requestId,
+      status: outcome.status,
+      data_set_id: o.dataSetId,
+      key_id: o.keyId,
+      accepted: o.accepted ?? 0,
+      rejected: o.rejected ?? 0,
+      error_code: o.errorCode,
+      latency_ms: Math.round(latencyMs * 100) / 100,
+      http: req.httpVersion,
+    });
   };
 
   server.on('request', (req: Request, res: Response) => {

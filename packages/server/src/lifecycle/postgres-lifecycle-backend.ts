@@ -1,7 +1,7 @@
 /** The scale-out profile's lifecycle backend: everything in the environment's PostgreSQL schema. */
 import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
-import type { Pool } from '../storage/postgres/database.js';
-import { partitionConsumer, partitionOf } from '../storage/postgres/partitions.js';
+import type { Pool } from '../postgres/database.js';
+import { partitionConsumer, partitionOf } from '../postgres/partitions.js';
 import type { LifecycleBackend, StoreBytes, ViewEraser } from './lifecycle-backend.js';
 
 /** Which store a table of the environment's schema belongs to (others, like rate buckets, are not counted). */

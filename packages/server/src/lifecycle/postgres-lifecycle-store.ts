@@ -6,7 +6,7 @@
  * suppression, so that consumers reload the list only when it changed.
  */
 import { randomBytes } from 'node:crypto';
-import { inTransaction, type Pool } from '../storage/postgres/database.js';
+import { inTransaction, type Pool } from '../postgres/database.js';
 import { identifierDigest } from './identifier-digest.js';
 import {
   deletionRequestOf,

@@ -9,8 +9,8 @@
  * space is reused. There is no body log on this profile.
  */
 import { segmentEvents } from '../queue/segment-records.js';
-import type { Pool } from '../storage/postgres/database.js';
-import { partitionOf } from '../storage/postgres/partitions.js';
+import type { Pool } from '../postgres/database.js';
+import { partitionOf } from '../postgres/partitions.js';
 import { eraseMatching, type QueueEraser } from './lifecycle-backend.js';
 
 export class PostgresQueueEraser implements QueueEraser {

@@ -7,7 +7,7 @@
  * Space: deleted rows are dead tuples until (auto)vacuum marks their space free; later inserts
  * reuse it, so the tables stop growing once retention deletes as much as comes in.
  */
-import { inTransaction, type Pool, type PoolClient } from '../storage/postgres/database.js';
+import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser } from './lifecycle-backend.js';
 
 interface RecordIdentityRow {

@@ -22,9 +22,24 @@ import {
   type ViewStore,
   type ViewTransaction,
 } from './view-store.js';
-import { inTransaction, type Pool, type PoolClient } from '../storage/postgres/database.js';
+import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 
+
+/**
+ * The parent each `from` of a batch of moves ends at when the moves are applied one after another
+ * (a → b then b → c takes a's children to c), without the moves that end where they started.
+ */
+export function finalParents(moves: readonly { dataSetId: string; from: string; to: string }[]): { dataSetId: string; from: string; to: string }[] {
+  const final = new Map<string, { dataSetId: string; from: string; to: string }>();
+  for (const move of moves) {
+    // Everything that currently ends at `move.from` now ends at `move.to`, and so does `move.from` itself.
+    for (const entry of final.values()) if (entry.dataSetId === move.dataSetId && entry.to === move.from) entry.to = move.to;
+    const key = pairKey(move.dataSetId, move.from);
+    if (!final.has(key)) final.set(key, { ...move });
+  }
+  return [...final.values()].filter((m) => m.from !== m.to);
+}
 
 const counterRows = (rows: { hour: number; name: string; n: number }[]): CounterRow[] =>
   rows.map((r) => ({ hour: Number(r.hour), name: r.name, n: Number(r.n) }));
@@ -118,10 +133,16 @@ function transactionOn(db: PoolClient): ViewTransaction {
       );
     },
     async reparentIdentities(moves) {
-      // In order: a later move may start from the survivor of an earlier one.
-      for (const m of moves) {
-        await db.query('UPDATE identity_nodes SET parent = $1 WHERE data_set_id = $2 AND parent = $3', [m.to, m.dataSetId, m.from]);
-      }
+      // The moves apply in order (a later move may start from the survivor of an earlier one), and
+      // a node's final parent depends only on its parent before the batch: fold each chain here,
+      // then move every node to its final parent in one statement.
+      const final = finalParents(moves);
+      if (final.length === 0) return;
+      await db.query(
+        `UPDATE identity_nodes n SET parent = m.to_key FROM unnest($1::text[], $2::text[], $3::text[]) AS m(ds, from_key, to_key)
+         WHERE n.data_set_id = m.ds AND n.parent = m.from_key`,
+        [final.map((m) => m.dataSetId), final.map((m) => m.from), final.map((m) => m.to)],
+      );
     },
     async linkIdentifiers(links) {
       if (links.length === 0) return;

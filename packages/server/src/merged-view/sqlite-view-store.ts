@@ -119,6 +119,10 @@ function byDataSet<T extends { dataSetId: string }>(items: readonly T[], keyOf: 
   return out;
 }
 
+const byKey = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+const nodeOrder = (a: IdentityNode, b: IdentityNode) => byKey(a.dataSetId, b.dataSetId) || byKey(a.identityKey, b.identityKey);
+const linkOrder = (a: IdentifierLink, b: IdentifierLink) => byKey(a.dataSetId, b.dataSetId) || byKey(a.identifier, b.identifier);
+const sortedBy = <T>(items: readonly T[], order: (a: T, b: T) => number): T[] => [...items].sort(order);
 
 export class SqliteViewStore implements ViewStore {
   readonly #db: Database.Database;
@@ -127,17 +131,19 @@ export class SqliteViewStore implements ViewStore {
   #inTransaction = false;
 
   /**
-   * `autocheckpointPages`: WAL pages after which a commit also checkpoints (default 8192, ~32 MB).
-   * A partition thread sets it high and leaves checkpoints to its process's main thread
-   * (consumer/view-checkpointer.ts), so that copying the WAL into the file and syncing it is not on
-   * the path of its batches.
+   * `autocheckpointPages`: WAL pages after which a commit also checkpoints (default 65,536, 256 MB).
+   * A page written again before the next checkpoint is copied into the file once: the view's hot
+   * pages (identity nodes, the record index's tail, counters) are written by nearly every batch, and
+   * checkpointing every 256 MB rather than every 32 MB cut the bytes written per event by ~18%
+   * (bench/README.md). The cost is disk: the WAL file grows to ~256 MB before it starts over, and a
+   * reopen after a crash reads that much WAL. A partition thread (P > 1) leaves checkpoints to its
+   * process's main thread (consumer/view-checkpointer.ts) and keeps this one as a safety net.
    */
   constructor(file: string, options: { autocheckpointPages?: number } = {}) {
     this.#db = openDatabase(file, VIEW_SCHEMA);
     // A larger page cache: the consumer's working set is the recent records and identities.
     this.#db.pragma('cache_size = -65536');
-    // Checkpoint every ~32 MB of WAL rather than 4 MB: one consumer batch writes a few MB.
-    this.#db.pragma(`wal_autocheckpoint = ${options.autocheckpointPages ?? 8192}`);
+    this.#db.pragma(`wal_autocheckpoint = ${options.autocheckpointPages ?? 65_536}`);
     const db = this.#db;
     this.#s = {
       offset: db.prepare('SELECT next_seq FROM consumer_offsets WHERE consumer = ?').pluck(),
@@ -160,8 +166,12 @@ export class SqliteViewStore implements ViewStore {
       ),
       insertLink: db.prepare('INSERT OR REPLACE INTO identity_identifiers (data_set_id, identifier, identity_key) VALUES (?, ?, ?)'),
       node: db.prepare('SELECT * FROM identity_nodes WHERE data_set_id = ? AND identity_key = ?'),
+      // An upsert, not INSERT OR REPLACE: REPLACE deletes and re-inserts the row, touching the
+      // parent index too even when the parent did not change; an update in place does not.
       upsertNode: db.prepare(
-        'INSERT OR REPLACE INTO identity_nodes (data_set_id, identity_key, parent, created_seq, event_count, identifier_count) VALUES (?, ?, ?, ?, ?, ?)',
+        `INSERT INTO identity_nodes (data_set_id, identity_key, parent, created_seq, event_count, identifier_count) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (data_set_id, identity_key) DO UPDATE SET
+           parent = excluded.parent, created_seq = excluded.created_seq, event_count = excluded.event_count, identifier_count = excluded.identifier_count`,
       ),
       // INDEXED BY: without statistics the planner would scan the data set's nodes by primary key.
       reparent: db.prepare('UPDATE identity_nodes INDEXED BY identity_nodes_parent SET parent = ? WHERE data_set_id = ? AND parent = ?'),
@@ -212,6 +222,8 @@ export class SqliteViewStore implements ViewStore {
         }
         return out;
       },
+      // Records in the order given: a new record's rowid is its place in `events export`'s order
+      // of first arrival.
       writeRecords: async (records) => {
         for (const r of records) {
           s.upsertRecord.run(
@@ -221,13 +233,15 @@ export class SqliteViewStore implements ViewStore {
         }
       },
       writeIdentities: async (nodes) => {
-        for (const n of nodes) s.upsertNode.run(n.dataSetId, n.identityKey, n.parent, n.createdSeq, n.eventCount, n.identifierCount);
+        for (const n of sortedBy(nodes, nodeOrder)) s.upsertNode.run(n.dataSetId, n.identityKey, n.parent, n.createdSeq, n.eventCount, n.identifierCount);
       },
       reparentIdentities: async (moves) => {
         for (const m of moves) s.reparent.run(m.to, m.dataSetId, m.from);
       },
+      // Identity rows in key order: consecutive writes land on neighbouring B-tree pages, so each
+      // page is fetched and dirtied once in a run rather than at random.
       linkIdentifiers: async (links: readonly IdentifierLink[]) => {
-        for (const l of links) s.insertLink.run(l.dataSetId, l.identifier, l.identityKey);
+        for (const l of sortedBy(links, linkOrder)) s.insertLink.run(l.dataSetId, l.identifier, l.identityKey);
       },
       addCounters: async (deltas) => {
         for (const d of deltas) {

@@ -30,3 +30,27 @@ export function createLogger(options: { level?: string; destination?: pino.Desti
   if (!options.destination) setInterval(() => logger.flush(), FLUSH_INTERVAL_MS).unref();
   return logger;
 }
+
+/** The one line per answered request on the public port: ids, counts and codes, nothing else. */
+export interface RequestLogLine {
+  readonly request_id: string;
+  readonly status: number;
+  readonly data_set_id: string | undefined;
+  readonly key_id: string | undefined;
+  readonly accepted: number;
+  readonly rejected: number;
+  readonly error_code: string | undefined;
+  readonly latency_ms: number;
+  readonly http: string;
+}
+
+/**
+ * Writes the request line through `logger` (same destination, level, base fields and timestamp)
+ * without the redaction pass: its fields are this closed set of scalars, which no redact path can
+ * match, and the redaction of every line cost ~35% of the line (2.5 of ~7 µs per request, measured
+ * in-process; issue 17). Every other log call keeps the redaction.
+ */
+export function requestLineWriter(logger: Logger): (line: RequestLogLine) => void {
+  const plain = logger.child({}, { redact: { paths: [] } });
+  return (line) => plain.info(line, 'request');
+}

@@ -1,23 +1,34 @@
 /**
  * Prometheus metrics of one service instance. Each instance owns its Registry (never the global
  * one), so several services can live in one process, as they do in tests.
- * Labels never carry identifiers or data set ids from unauthenticated requests: only statuses,
- * reasons, limits and field paths in their stored form (validation/stored-reason.ts: schema paths,
- * or a known prefix and `*`), all of bounded cardinality, whatever senders send.
+ * No label value comes from a sender: not data set ids, key ids, paths, header values or event
+ * keys, authenticated or not. Labels are the server's own status codes, rejection reasons and
+ * limit names, and field paths in their stored form (validation/stored-reason.ts: schema paths,
+ * or a known prefix and `*`), all of bounded cardinality whatever senders send
+ * (test/observability/prometheus-metrics.test.ts sends hostile values and reads every label).
  */
+import type { EventErrorCode } from '@ecapi-ingest/protocol';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { QueueCommitObserver } from '../queue/event-queue.js';
 
 export type RejectionReason = 'schema' | 'missing_field' | 'invalid_field' | 'not_hashed' | 'data_set_mismatch' | 'other';
 
-export function rejectionReasonOf(message: string): RejectionReason {
-  if (message.startsWith('schema validation failed')) return 'schema';
-  if (message.startsWith('missing required field')) return 'missing_field';
-  if (message.startsWith('invalid field data_set_id: must equal')) return 'data_set_mismatch';
-  if (message.startsWith('invalid field')) return 'invalid_field';
-  if (message.startsWith('hashed field')) return 'not_hashed';
-  return 'other';
+/**
+ * The metric label of a per-event rejection, from its registry code (the data the validator
+ * produced, never its text). `data_set_mismatch` is an INVALID_FIELD the request path itself
+ * produces and labels (http/events-request.ts), so it is not derived here.
+ */
+export function rejectionReasonOf(code: EventErrorCode): RejectionReason {
+  switch (code) {
+    case 'SCHEMA': return 'schema';
+    case 'MISSING_FIELD': return 'missing_field';
+    case 'INVALID_FIELD': return 'invalid_field';
+    case 'NOT_HASHED': return 'not_hashed';
+    default: return 'other';
+  }
 }
+
+const GAUGES_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const;
 
 export class ServiceMetrics implements QueueCommitObserver {
   readonly registry = new Registry();
@@ -131,7 +142,13 @@ export class ServiceMetrics implements QueueCommitObserver {
   onHealthChange: (() => void) | null = null;
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'ecapi_process_' });
+    // prom-client's default metrics under their standard names (`process_*`, `nodejs_*`): stock
+    // Node.js dashboards and alerts query exactly these. Three of them are gauges named `_total`
+    // (the sums of the per-type `nodejs_active_handles`, `_requests`, `_resources` gauges), which
+    // Prometheus' naming rules reserve for counters and `promtool check metrics` refuses; they are
+    // dropped, and `sum(nodejs_active_handles)` gives the same figure.
+    collectDefaultMetrics({ register: this.registry });
+    for (const name of GAUGES_NAMED_TOTAL) this.registry.removeSingleMetric(name);
     this.queueWritable.set(1);
   }
 

@@ -6,7 +6,7 @@
  */
 import type { DataSetPolicy } from '../control/data-set-policy.js';
 import { EventErrors } from '../errors.js';
-import type { EventPolicyMeta } from '../validation/event-check.js';
+import type { EventPolicyMeta, EventRejection } from '../validation/event-check.js';
 import type { GppDecoded } from './gpp.js';
 import { evaluateConsent } from './gpp.js';
 import { truncateIp } from './ip.js';
@@ -16,7 +16,7 @@ export const IP_FIELDS = ['event_ip_address', 'landing_ip_address'] as const;
 
 export type PolicyOutcome =
   | { readonly ok: true; readonly meta: EventPolicyMeta | undefined }
-  | { readonly ok: false; readonly error: string };
+  | { readonly ok: false; readonly error: EventRejection };
 
 function joinCategories(categories: readonly string[]): string {
   if (categories.length <= 1) return categories.join('');
@@ -34,7 +34,7 @@ export function applyPolicy(event: Record<string, unknown>, gpp: GppDecoded | un
       if (policy.consent === 'reject') {
         return {
           ok: false,
-          error: EventErrors.INVALID_FIELD.message(
+          error: EventErrors.INVALID_FIELD.error(
             'user_data.gpp_string',
             `consent signals opt-out of ${joinCategories(outcome.categories)} (${outcome.signals.join(', ')}); this data set rejects such events`,
           ),
@@ -51,7 +51,7 @@ export function applyPolicy(event: Record<string, unknown>, gpp: GppDecoded | un
     if ('rejectedPath' in result) {
       return {
         ok: false,
-        error: EventErrors.INVALID_FIELD.message(result.rejectedPath, 'contains a plaintext email address; hash identifiers into user_data instead'),
+        error: EventErrors.INVALID_FIELD.error(result.rejectedPath, 'contains a plaintext email address; hash identifiers into user_data instead'),
       };
     }
     if (result.redacted !== undefined) (meta ??= {}).piiRedacted = result.redacted;

@@ -16,7 +16,7 @@
  * limit, whatever the nesting depth of an ext) and in document order, so `reject` names the
  * first offending field.
  */
-import { indexPath, joinPath } from '../validation/paths.js';
+import { indexPath, joinPath } from '@ecapi-ingest/protocol';
 
 export const REDACTED_EMAIL = '[redacted-email]';
 

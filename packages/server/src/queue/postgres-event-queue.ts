@@ -14,11 +14,12 @@
  * commit is visible. Sequence numbers therefore become visible in order, without gaps: a reader
  * that saw seq N has seen everything below N, and consumers can never skip a late commit.
  */
+import { QueueHealthState } from './queue-health.js';
 import { QueueUnavailableError } from '../errors.js';
 import type { AppendReceipt, EventQueue, QueueAppend, QueueCommitObserver, QueueHealth, QueueRecord, ReadOptions } from './event-queue.js';
 import { appendSegmentRecords, segmentEvents, type SegmentHeader } from './segment-records.js';
-import { partitionOf } from '../storage/postgres/partitions.js';
-import type { Pool } from '../storage/postgres/database.js';
+import { partitionOf } from '../postgres/partitions.js';
+import type { Pool } from '../postgres/database.js';
 
 interface PendingAppend {
   readonly params: unknown[];
@@ -31,7 +32,6 @@ interface PendingAppend {
 const MAX_EVENTS_PER_COMMIT = 20_000;
 const MAX_ROWS_PER_COMMIT = 4_000;
 const COLUMNS = 11;
-const PROBE_INTERVAL_MS = 500;
 const HOUR_MS = 3_600_000;
 
 /** The statement of a flush of `rows` requests, by size (the text is reused, the plan is cheap). */
@@ -70,41 +70,30 @@ export class PostgresEventQueue implements EventQueue {
   readonly #observer: QueueCommitObserver | undefined;
   #pending: PendingAppend[] = [];
   #inFlight = false;
-  #health: QueueHealth = { writable: true, lastError: null };
+  readonly #health: QueueHealthState;
   #closed = false;
   #drained: (() => void) | null = null;
-  #probeTimer: NodeJS.Timeout | null = null;
 
   constructor(pool: Pool, observer?: QueueCommitObserver) {
     this.#pool = pool;
     this.#observer = observer;
+    this.#health = new QueueHealthState(observer, () => this.#probe());
   }
 
-  #setHealth(health: QueueHealth): void {
-    const changed = health.writable !== this.#health.writable;
-    this.#health = health;
-    if (!changed) return;
-    this.#observer?.onHealth(health);
-    if (!health.writable && !this.#probeTimer) {
-      this.#probeTimer = setInterval(() => {
-        if (this.#inFlight || this.#pending.length > 0 || this.#closed) return;
-        this.#inFlight = true;
-        this.#pool
-          .query('SELECT next_seq FROM queue_head WHERE id = 1 FOR UPDATE')
-          .then(
-            () => this.#setHealth({ writable: true, lastError: null }),
-            (error: Error) => this.#setHealth({ writable: false, lastError: error.message }),
-          )
-          .finally(() => {
-            this.#inFlight = false;
-            this.#flush();
-          });
-      }, PROBE_INTERVAL_MS);
-      this.#probeTimer.unref();
-    } else if (health.writable && this.#probeTimer) {
-      clearInterval(this.#probeTimer);
-      this.#probeTimer = null;
-    }
+  /** The probe while not writable: a locking read of the queue head, only when idle (a real commit is as good a probe). */
+  #probe(): void {
+    if (this.#inFlight || this.#pending.length > 0 || this.#closed) return;
+    this.#inFlight = true;
+    this.#pool
+      .query('SELECT next_seq FROM queue_head WHERE id = 1 FOR UPDATE')
+      .then(
+        () => this.#health.set({ writable: true, lastError: null }),
+        (error: Error) => this.#health.set({ writable: false, lastError: error.message }),
+      )
+      .finally(() => {
+        this.#inFlight = false;
+        this.#flush();
+      });
   }
 
   #flush(): void {
@@ -145,12 +134,12 @@ export class PostgresEventQueue implements EventQueue {
     try {
       const result = await this.#pool.query<{ base: number }>(insertStatement(group.length), params);
       const base = result.rows[0]!.base;
-      this.#setHealth({ writable: true, lastError: null });
+      this.#health.set({ writable: true, lastError: null });
       group.forEach((pending, i) => pending.resolve({ firstSeq: base + offsets[i]!, count: pending.count }));
       this.#observer?.onCommit({ requests: group.length, events, durationMs: performance.now() - started });
     } catch (cause) {
       const message = cause instanceof Error ? cause.message : String(cause);
-      this.#setHealth({ writable: false, lastError: message });
+      this.#health.set({ writable: false, lastError: message });
       this.#observer?.onFailure({ requests: group.length, events });
       // The outcome of a commit whose connection broke is unknown: the events may be stored. The
       // request answers 500 and the sender retries; records merge on (data_set_id, id).
@@ -188,7 +177,7 @@ export class PostgresEventQueue implements EventQueue {
   }
 
   health(): QueueHealth {
-    return this.#health;
+    return this.#health.current;
   }
 
   async close(): Promise<void> {
@@ -197,7 +186,7 @@ export class PostgresEventQueue implements EventQueue {
       await new Promise<void>((resolve) => (this.#drained = resolve));
     }
     this.#closed = true;
-    if (this.#probeTimer) clearInterval(this.#probeTimer);
+    this.#health.stop();
   }
 }
 

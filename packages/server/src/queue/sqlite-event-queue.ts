@@ -14,6 +14,7 @@
  *   readiness turns true again when the fault clears even if no request arrives here.
  * - If the writer thread dies, every append not yet answered is rejected and a new thread is started.
  */
+import { QueueHealthState } from './queue-health.js';
 import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -36,7 +37,6 @@ interface PendingAppend {
   readonly reject: (error: Error) => void;
 }
 
-const PROBE_INTERVAL_MS = 500;
 /**
  * Free space the probe requires before it may declare the queue writable again: one request of
  * the maximum size (1 MiB) as WAL frames, with room to spare. An empty transaction proves that the
@@ -72,10 +72,9 @@ export class SqliteEventQueue implements EventQueue {
   /** Appends posted to the writer and not yet answered, by request id. Probes are not in here. */
   readonly #pending = new Map<number, PendingAppend>();
   #nextId = 1;
-  #health: QueueHealth = { writable: true, lastError: null };
+  readonly #health: QueueHealthState;
   #closed = false;
   #drained: (() => void) | null = null;
-  #probeTimer: NodeJS.Timeout | null = null;
   #probing = false;
   #onWriterClosed: (() => void) | null = null;
   #outbox: WriterRequest[] = [];
@@ -89,6 +88,7 @@ export class SqliteEventQueue implements EventQueue {
   constructor(file: string, observer?: QueueCommitObserver, options: { bodyLogFileBytes?: number } = {}) {
     this.#file = file;
     this.#observer = observer;
+    this.#health = new QueueHealthState(observer, () => this.#probe());
     this.#bodyLogFileBytes = options.bodyLogFileBytes;
     // Create the file and schema here so that readers and a failing writer start from a known state.
     openQueueDatabase(file).close();
@@ -120,29 +120,17 @@ export class SqliteEventQueue implements EventQueue {
     return worker;
   }
 
-  #setHealth(health: QueueHealth): void {
-    const changed = health.writable !== this.#health.writable;
-    this.#health = health;
-    if (!changed) return;
-    this.#observer?.onHealth(health);
-    if (!health.writable && !this.#probeTimer) {
-      this.#probeTimer = setInterval(() => {
-        // Only when idle: a real append is as good a probe.
-        if (this.#pending.size > 0 || this.#probing || this.#closed) return;
-        if (!hasRoomForARequest(this.#file)) return;
-        this.#probing = true;
-        this.#worker.postMessage([{ id: this.#nextId++ }] satisfies WriterMessage);
-      }, PROBE_INTERVAL_MS);
-      this.#probeTimer.unref();
-    } else if (health.writable && this.#probeTimer) {
-      clearInterval(this.#probeTimer);
-      this.#probeTimer = null;
-    }
+  /** The probe while not writable: an empty commit, only when idle (a real append is as good a probe). */
+  #probe(): void {
+    if (this.#pending.size > 0 || this.#probing || this.#closed) return;
+    if (!hasRoomForARequest(this.#file)) return;
+    this.#probing = true;
+    this.#worker.postMessage([{ id: this.#nextId++ }] satisfies WriterMessage);
   }
 
   #onWorkerDeath(error: Error): void {
     if (this.#closed) return;
-    this.#setHealth({ writable: false, lastError: error.message });
+    this.#health.set({ writable: false, lastError: error.message });
     this.#probing = false;
     this.#fail([...this.#pending.keys()], error);
     // Not yet posted, and already answered 500 above: not for the new thread.
@@ -179,11 +167,11 @@ export class SqliteEventQueue implements EventQueue {
 
   #onReply(reply: WriterReply): void {
     if (!reply.ok) {
-      this.#setHealth({ writable: false, lastError: reply.message });
+      this.#health.set({ writable: false, lastError: reply.message });
       this.#fail(reply.ids, new Error(reply.message));
       return;
     }
-    this.#setHealth({ writable: true, lastError: null });
+    this.#health.set({ writable: true, lastError: null });
     let requests = 0;
     let events = 0;
     reply.ids.forEach((id, i) => {
@@ -256,14 +244,14 @@ export class SqliteEventQueue implements EventQueue {
   }
 
   health(): QueueHealth {
-    return this.#health;
+    return this.#health.current;
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     if (this.#pending.size > 0) await new Promise<void>((resolve) => (this.#drained = resolve));
     this.#closed = true;
-    if (this.#probeTimer) clearInterval(this.#probeTimer);
+    this.#health.stop();
     // Let the writer close its files (the body log's descriptors outlive a terminated thread).
     // Not removeAllListeners() first: that also drops the Worker's own listeners that keep its
     // port referenced, and the answer would never arrive.

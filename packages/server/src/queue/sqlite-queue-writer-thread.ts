@@ -4,7 +4,8 @@
  *
  * Group commit happens here: the serving thread posts every request the moment it is ready, and
  * each time this thread wakes it drains everything already waiting on its port (up to
- * MAX_EVENTS_PER_COMMIT events) into one IMMEDIATE transaction and one sync. While a commit syncs,
+ * MAX_EVENTS_PER_COMMIT events, checked per request: one commit never exceeds it) into one
+ * IMMEDIATE transaction and one sync. While a commit syncs,
  * the next group queues up. A commit therefore never waits for the serving thread to notice the
  * previous reply: at load the writer runs commit after commit, and at low load a lone request is
  * committed at once.
@@ -124,34 +125,47 @@ function closeWriter(): void {
   port.postMessage({ closed: true });
 }
 
+const eventsOf = (request: WriterRequest) => request.segment?.count ?? 0;
+
+function commitAndReply(group: WriterRequest[]): void {
+  const reply = commitGroup(group);
+  // The bodies go back to the serving thread to die there (queue/DESIGN.md, Memory): this thread
+  // allocates little, so its collector would free them only after 64 MB of dead external memory
+  // had piled up, and glibc keeps the heap it grew for them.
+  const spent: ArrayBuffer[] = [];
+  for (const { segment } of group) if (segment && typeof segment.events !== 'string') spent.push(segment.events.buffer as ArrayBuffer);
+  port.postMessage(reply, spent);
+}
+
 port.on('message', (first: WriterMessage) => {
   if (!Array.isArray(first)) {
     closeWriter();
     return;
   }
-  const group: WriterRequest[] = [];
-  let events = 0;
+  // Requests received and not yet committed, oldest first. A group takes requests in order while
+  // the next one still fits under MAX_EVENTS_PER_COMMIT (a lone request over it is committed
+  // alone), exactly as the PostgreSQL queue groups: what does not fit waits for the next commit,
+  // right after this one. A message is the serving thread's whole turn, so the cap must be checked
+  // per request, not per message.
+  const waiting: WriterRequest[] = [...(first as readonly WriterRequest[])];
+  let next = 0;
   let closeAfter = false;
-  for (let message: WriterMessage | undefined = first; message !== undefined; ) {
-    if (!Array.isArray(message)) {
-      closeAfter = true; // the queue closes once this group is answered
-      break;
+  while (next < waiting.length) {
+    const group: WriterRequest[] = [];
+    let events = 0;
+    for (;;) {
+      while (next < waiting.length && (group.length === 0 || events + eventsOf(waiting[next]!) <= MAX_EVENTS_PER_COMMIT)) {
+        events += eventsOf(waiting[next]!);
+        group.push(waiting[next++]!);
+      }
+      if (next < waiting.length || closeAfter) break; // full, or nothing more may join
+      const message = receiveMessageOnPort(port)?.message as WriterMessage | undefined;
+      if (message === undefined) break;
+      if (!Array.isArray(message)) closeAfter = true; // the queue closes once everything before is answered
+      else waiting.push(...(message as readonly WriterRequest[]));
     }
-    for (const request of message as readonly WriterRequest[]) {
-      group.push(request);
-      events += request.segment?.count ?? 0;
-    }
-    if (events >= MAX_EVENTS_PER_COMMIT) break;
-    message = receiveMessageOnPort(port)?.message as WriterMessage | undefined;
+    commitAndReply(group);
   }
-  const reply = commitGroup(group);
-  // The bodies go back to the serving thread to die there. This thread allocates little, so V8
-  // would collect them only after 64 MB of dead external memory had piled up (its external-memory
-  // GC trigger), and glibc keeps the heap it grew for them. The serving thread collects its young
-  // generation every few requests and frees them at once.
-  const spent: ArrayBuffer[] = [];
-  for (const { segment } of group) if (segment && typeof segment.events !== 'string') spent.push(segment.events.buffer as ArrayBuffer);
-  port.postMessage(reply, spent);
   if (closeAfter) closeWriter();
 });
 

@@ -13,7 +13,7 @@ import type { BucketView, LimitName } from './data-set-buckets.js';
 import { eventsCapacity, sustainedCapacity, type DataSetLimits } from './data-set-limits.js';
 import type { LeaseGiveBack, LeaseReply, LeaseRequest, LeaseReturn } from './lease-protocol.js';
 import type { IpcChannel } from './leased-rate-limiter.js';
-import type { Pool } from '../storage/postgres/database.js';
+import type { Pool } from '../postgres/database.js';
 
 interface TakeRow {
   o_ok: boolean;

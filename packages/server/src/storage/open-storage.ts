@@ -4,7 +4,7 @@
  * the data dir, exactly as before.
  */
 import type { Environment } from '../config.js';
-import { migrate, type MigrationResult } from './postgres/database.js';
+import { migrate, type MigrationResult } from '../postgres/database.js';
 import { PostgresStorage } from './postgres-storage.js';
 import { SqliteStorage } from './sqlite-storage.js';
 import type { Storage } from './storage.js';

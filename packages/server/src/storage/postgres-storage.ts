@@ -9,19 +9,20 @@ import { randomUUID } from 'node:crypto';
 import type { Environment } from '../config.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { masterKeyLoader } from '../control/secret-box.js';
-import { PostgresControlPlane } from '../control/postgres-control-plane.js';
+import { ControlPlaneService } from '../control/control-plane-service.js';
+import { PostgresControlStore } from '../control/postgres-control-store.js';
 import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { acceptedCounts, PostgresEventQueue, readSegments } from '../queue/postgres-event-queue.js';
 import { PostgresIngestStatsStore, PostgresViewStore } from '../merged-view/postgres-view-store.js';
 import type { IngestStatsStore } from '../merged-view/view-store.js';
-import { lagOf } from '../consumer/sqlite-queue-source.js';
+import { lagOf } from '../consumer/consumer-lag.js';
 import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
 import { DatabaseLeaseChannel } from '../rate-limit/database-lease-channel.js';
 import { LeasedRateLimiter } from '../rate-limit/leased-rate-limiter.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
-import { createPool, redactUrl, type Pool } from './postgres/database.js';
-import { QUEUE_PARTITIONS } from './postgres/migrations.js';
-import { partitionConsumer } from './postgres/partitions.js';
+import { createPool, redactUrl, type Pool } from '../postgres/database.js';
+import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
+import { partitionConsumer } from '../postgres/partitions.js';
 import { runPartitionedConsumer } from './postgres/partitioned-consumer.js';
 import type { ConsumerRunOptions, QueueReader, Storage } from './storage.js';
 import { PostgresLifecycleBackend } from '../lifecycle/postgres-lifecycle-backend.js';
@@ -66,9 +67,10 @@ export class PostgresStorage implements Storage {
   controlPlane(): ControlPlane {
     // Loaded and checked against the fingerprint in the database when a secret is first sealed or
     // opened: every node must use the same master key.
-    return (this.#control ??= new PostgresControlPlane(this.#pool, masterKeyLoader({ dataDir: this.#dataDir, keyFile: this.#masterKeyFile }), Date.now, {
-      name: `PostgreSQL schema ecapi_${this.#env}`,
-    }));
+    return (this.#control ??= new ControlPlaneService(
+      new PostgresControlStore(this.#pool, { name: `PostgreSQL schema ecapi_${this.#env}` }),
+      masterKeyLoader({ dataDir: this.#dataDir, keyFile: this.#masterKeyFile }),
+    ));
   }
 
   openQueue(observer?: QueueCommitObserver): EventQueue {

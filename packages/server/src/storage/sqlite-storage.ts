@@ -4,12 +4,12 @@
  * view's partitions, consumer/sqlite-partitions.ts), the view store and queue pruning; the loop
  * itself is consumer/consumer-loop.ts, shared with PostgreSQL.
  */
-import Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { ENVIRONMENTS, ingestStatsDbFile, queueDbFile, viewDbFile, controlDbFile, type Environment } from '../config.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { masterKeyLoader } from '../control/secret-box.js';
-import { SqliteControlPlane } from '../control/sqlite-control-plane.js';
+import { ControlPlaneService } from '../control/control-plane-service.js';
+import { controlFileHoldsSecrets, SqliteControlStore } from '../control/sqlite-control-store.js';
 import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { SqliteEventQueue } from '../queue/sqlite-event-queue.js';
 import { openQueueDatabase, readRecords, SqliteAcceptedCounts } from '../queue/sqlite-queue-store.js';
@@ -19,7 +19,8 @@ import { SqliteIngestStatsStore } from '../merged-view/sqlite-view-store.js';
 import { SqlitePartitionedView } from '../merged-view/partitioned-view-store.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import type { IngestStatsStore } from '../merged-view/view-store.js';
-import { lagOf, SqliteQueueSource } from '../consumer/sqlite-queue-source.js';
+import { lagOf } from '../consumer/consumer-lag.js';
+import { SqliteQueueSource } from '../consumer/sqlite-queue-source.js';
 import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
 import { runConsumerLoop } from '../consumer/consumer-loop.js';
 import { SqlitePartitions } from '../consumer/sqlite-partitions.js';
@@ -67,11 +68,11 @@ export class SqliteStorage implements Storage {
   controlPlane(): ControlPlane {
     // The master key is loaded (and checked against the control plane) when a secret is first sealed
     // or opened, so commands that never unseal (queue export, events, stats) work without it.
-    return (this.#control ??= new SqliteControlPlane(
-      controlDbFile(this.#dataDir, this.#env),
+    return (this.#control ??= new ControlPlaneService(
+      new SqliteControlStore(controlDbFile(this.#dataDir, this.#env), {
+        sealedElsewhere: () => otherEnvironmentsHoldSecrets(this.#dataDir, this.#env),
+      }),
       masterKeyLoader({ dataDir: this.#dataDir, keyFile: this.#masterKeyFile }),
-      Date.now,
-      { sealedElsewhere: () => otherEnvironmentsHoldSecrets(this.#dataDir, this.#env) },
     ));
   }
 
@@ -199,18 +200,7 @@ function otherEnvironmentsHoldSecrets(dataDir: string, env: Environment): boolea
     if (other === env) continue;
     const file = controlDbFile(dataDir, other);
     if (!existsSync(file)) continue;
-    const db = new Database(file, { readonly: true, fileMustExist: true });
-    try {
-      db.pragma('busy_timeout = 5000');
-      const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('control_meta', 'signing_keys')").pluck().all() as string[];
-      if (tables.includes('signing_keys') && db.prepare('SELECT 1 FROM signing_keys LIMIT 1').get()) return true;
-      if (tables.includes('control_meta')) {
-        const columns = (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('control_meta') as string[]);
-        if (columns.includes('master_key_fingerprint') && db.prepare('SELECT 1 FROM control_meta WHERE master_key_fingerprint IS NOT NULL').get()) return true;
-      }
-    } finally {
-      db.close();
-    }
+    if (controlFileHoldsSecrets(file)) return true;
   }
   return false;
 }

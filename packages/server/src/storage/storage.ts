@@ -13,7 +13,7 @@ import type { ControlPlane } from '../control/control-plane.js';
 import type { EventQueue, QueueCommitObserver, QueueRecord, ReadOptions } from '../queue/event-queue.js';
 import type { IngestStatsStore, ViewStore } from '../merged-view/view-store.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
-import type { ConsumerLag } from '../consumer/sqlite-queue-source.js';
+import type { ConsumerLag } from '../consumer/consumer-lag.js';
 import type { Logger } from '../observability/logger.js';
 import type { LifecycleBackend } from '../lifecycle/lifecycle-backend.js';
 

@@ -1,16 +1,17 @@
 /**
  * The ECAPI 1.0 event processor: validation (steps 3) and privacy policy (step 4) of request
  * handling. createEventProcessor() is called once at startup: it loads the published JSON Schema,
- * compiles it with Ajv once and derives the document-order walker from it. check() is the hot
+ * compiles it with Ajv once and derives the document-order walker from it. evaluate() is the hot
  * path: no compilation, no I/O, no logging, never throws for any input.
  *
- * check():
+ * evaluate():
  * 1. Fast path (almost every real event): Ajv (allErrors: false) validates types, enums, members
  *    and required fields; then the walker checks only the fields that carry a custom rule
  *    (hash rule, formats, timestamp window, conditional requirements, GPP validity).
  * 2. Otherwise the walker walks the whole event once in document order and returns its first
- *    problem in the spec's message shapes (removing null members, which mean "absent"); if it
- *    finds none, the cleaned event must pass Ajv (a null was Ajv's only objection).
+ *    problem as `{code, message}`, the message in the spec's shapes (removing null members, which
+ *    mean "absent"); if it finds none, the cleaned event must pass Ajv (a null was Ajv's only
+ *    objection).
  * 3. The data set's privacy policy, on accepted events only.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -19,10 +20,9 @@ import { EventErrors } from '../errors.js';
 import { applyPolicy } from '../privacy/apply-policy.js';
 import { createGppDecoder } from '../privacy/gpp.js';
 import type { GppDecoder } from '../privacy/gpp.js';
-import type { EventCheck, EventCheckContext, EventProcessor } from './event-check.js';
-import { fromJsonPointer, joinPath } from './paths.js';
-import { buildEventModel, loadEventSchema } from './schema-model.js';
-import type { JsonSchema } from './schema-model.js';
+import type { EventCheck, EventCheckContext, EventOutcome, EventProcessor, EventRejection } from './event-check.js';
+import { fromJsonPointer, joinPath, loadEventSchema, type JsonSchema } from '@ecapi-ingest/protocol';
+import { buildEventModel } from './schema-model.js';
 import { EventWalker } from './walker.js';
 import type { WalkFindings } from './walker.js';
 
@@ -59,18 +59,18 @@ export function compileEventSchema(schema: JsonSchema): ValidateFunction {
   return ajv.compile(serverSchema(schema));
 }
 
-/** Ajv's first error in the per-event message shapes (only reached if the walker missed something). */
-export function ajvErrorMessage(error: ErrorObject): string {
+/** Ajv's first error as a per-event error (only reached if the walker missed something). */
+export function ajvEventError(error: ErrorObject): EventRejection {
   const at = fromJsonPointer(error.instancePath);
   if (error.keyword === 'required' || error.keyword === 'dependentRequired') {
     const missing = (error.params as { missingProperty: string }).missingProperty;
-    return EventErrors.MISSING_FIELD.message(at === 'event' ? missing : joinPath(at, missing));
+    return EventErrors.MISSING_FIELD.error(at === 'event' ? missing : joinPath(at, missing));
   }
   if (error.keyword === 'additionalProperties') {
     const extra = (error.params as { additionalProperty: string }).additionalProperty;
-    return EventErrors.SCHEMA.message(`unknown field ${joinPath(at === 'event' ? '' : at, extra)}`);
+    return EventErrors.SCHEMA.error(`unknown field ${joinPath(at === 'event' ? '' : at, extra)}`);
   }
-  return EventErrors.SCHEMA.message(`${at} ${error.message ?? 'is invalid'}`);
+  return EventErrors.SCHEMA.error(`${at} ${error.message ?? 'is invalid'}`);
 }
 
 export function createEventProcessor(options: EventProcessorOptions = {}): EventProcessor {
@@ -78,30 +78,36 @@ export function createEventProcessor(options: EventProcessorOptions = {}): Event
   const validate = compileEventSchema(schema);
   const walker = new EventWalker(buildEventModel(schema), options.gppDecoder ?? createGppDecoder());
 
-  return {
-    check(event: unknown, context: EventCheckContext): EventCheck {
-      const findings: WalkFindings = { gpp: undefined };
-      let error: string | undefined;
-      // The slow path removes null members in place; an event that took it and passed was changed.
-      let slowPath = false;
-      try {
-        // Fast path: Ajv accepts and every custom rule passes. Otherwise the walker finds the
-        // first problem in document order (removing null members on the way); if it finds none
-        // (the event only had nulls Ajv objected to), Ajv checks the cleaned event once more.
-        if (!(validate(event) && walker.rulesPass(event as Record<string, unknown>, context.nowSeconds, context.policy.maxAgeSeconds, findings))) {
-          slowPath = true;
-          error = walker.walk(event, context.nowSeconds, context.policy.maxAgeSeconds, findings);
-          if (error === undefined && !validate(event)) error = ajvErrorMessage(validate.errors![0]!);
-        }
-      } catch {
-        // Defensive: no input may make check() throw (e.g. a getter-laden object from a caller).
-        error = EventErrors.SCHEMA.message('event could not be validated');
+  const evaluate = (event: unknown, context: EventCheckContext): EventOutcome => {
+    const findings: WalkFindings = { gpp: undefined };
+    let error: EventRejection | undefined;
+    // The slow path removes null members in place; an event that took it and passed was changed.
+    let slowPath = false;
+    try {
+      // Fast path: Ajv accepts and every custom rule passes. Otherwise the walker finds the
+      // first problem in document order (removing null members on the way); if it finds none
+      // (the event only had nulls Ajv objected to), Ajv checks the cleaned event once more.
+      if (!(validate(event) && walker.rulesPass(event as Record<string, unknown>, context.nowSeconds, context.policy.maxAgeSeconds, findings))) {
+        slowPath = true;
+        error = walker.walk(event, context.nowSeconds, context.policy.maxAgeSeconds, findings);
+        if (error === undefined && !validate(event)) error = ajvEventError(validate.errors![0]!);
       }
-      if (error !== undefined) return { ok: false, error };
-      const accepted = event as Record<string, unknown>;
-      const outcome = applyPolicy(accepted, findings.gpp, context.policy);
-      if (!outcome.ok) return { ok: false, error: outcome.error };
-      return { ok: true, event: accepted, meta: outcome.meta, modified: slowPath || outcome.meta !== undefined };
+    } catch {
+      // Defensive: no input may make evaluate() throw (e.g. a getter-laden object from a caller).
+      error = EventErrors.SCHEMA.error('event could not be validated');
+    }
+    if (error !== undefined) return { ok: false, error };
+    const accepted = event as Record<string, unknown>;
+    const outcome = applyPolicy(accepted, findings.gpp, context.policy);
+    if (!outcome.ok) return outcome;
+    return { ok: true, event: accepted, meta: outcome.meta, modified: slowPath || outcome.meta !== undefined };
+  };
+
+  return {
+    evaluate,
+    check(event: unknown, context: EventCheckContext): EventCheck {
+      const outcome = evaluate(event, context);
+      return outcome.ok ? outcome : { ok: false, error: outcome.error.message };
     },
   };
 }

@@ -1,21 +1,11 @@
 /**
- * Loads the ECAPI 1.0 event JSON Schema (the one published in @ecapi-ingest/protocol) and turns
- * it into the field descriptors the document-order walker runs on. The schema is the single
+ * Turns the ECAPI 1.0 event JSON Schema (published and loaded by @ecapi-ingest/protocol) into the
+ * field descriptors the document-order walker runs on. The schema is the single
  * source of truth for field names, types and enumerations: the walker has no field list of its
  * own. Derivation fails loudly at startup on any schema keyword the walker does not implement,
  * so the walker can never silently be laxer than the published schema.
  */
-import { createRequire } from 'node:module';
-import { readFileSync } from 'node:fs';
-
-export const SCHEMA_SPECIFIER = '@ecapi-ingest/protocol/schema/ecapi-event.schema.json';
-
-export type JsonSchema = Record<string, unknown>;
-
-export function loadEventSchema(): JsonSchema {
-  const path = createRequire(import.meta.url).resolve(SCHEMA_SPECIFIER);
-  return JSON.parse(readFileSync(path, 'utf8')) as JsonSchema;
-}
+import type { JsonSchema } from '@ecapi-ingest/protocol';
 
 export const KIND_STRING = 0;
 export const KIND_INTEGER = 1;

@@ -17,14 +17,15 @@
  * - a message of no shape known here is cut to its registry prefix (`schema validation failed`),
  *   or to `rejected` when it has none of them, so a future message shape cannot leak by default.
  *
- * This works on the messages' shapes, which are the registry's (errors.ts: EventErrors) and part of
- * the API, and paths are self-delimiting (validation/paths.ts: `.name`, `[3]`, `["json string"]`),
- * so the parse is exact rather than a guess. It is idempotent, which lets the stats reader apply it
- * again to rows stored before it existed. The set of known paths is finite, so the output is of
+ * The rejection's code (produced with the message by the validator) says which of the registry's
+ * message shapes apply (@ecapi-ingest/protocol: EventErrors, part of the API), and paths are
+ * self-delimiting (`.name`, `[3]`, `["json string"]`), so the parse is exact rather than a guess.
+ * It is idempotent, which lets the stats reader apply it again to rows stored before it existed. The set of known paths is finite, so the output is of
  * bounded cardinality: a metric label, or a stats reason group, cannot grow with sender input.
  */
 import type { EventModel, ObjectDesc, FieldDesc } from './schema-model.js';
-import { buildEventModel, loadEventSchema, KIND_ARRAY, KIND_OBJECT } from './schema-model.js';
+import { EventErrors, eventErrorOf, eventErrorPrefixOf, loadEventSchema, type EventError, type EventErrorCode } from '@ecapi-ingest/protocol';
+import { buildEventModel, KIND_ARRAY, KIND_OBJECT } from './schema-model.js';
 
 export const MASKED_NAME = '*';
 export const MASKED_VALUE = '<value>';
@@ -126,27 +127,63 @@ export function storedPathLabelOf(path: string, known: ReadonlySet<string> = pub
   return storedPathOf(path, known).replace(/\[\d+\]/g, '[]');
 }
 
-const SCHEMA = 'schema validation failed: ';
 const ECHO_SUFFIX = /, got (?:"(?:[^"\\]|\\.)*"|[^\s,]+)$/;
 
-/** Path-bearing message shapes of EventErrors: prefix, then a path, then what may follow it. */
-const PATH_SHAPES: readonly { prefix: string; after: RegExp }[] = [
-  { prefix: `${SCHEMA}unknown field `, after: /^$/ },
-  { prefix: 'missing required field: ', after: /^$/ },
-  { prefix: 'hashed field ', after: /^ is not a 64-char lowercase hex sha256$/ },
-  { prefix: 'invalid field ', after: /^: / },
-  { prefix: SCHEMA, after: /^ (?:must |is invalid)/ },
-];
+/** A path-bearing message shape: the template's fixed prefix, then a path, then what may follow it. */
+interface PathShape {
+  readonly prefix: string;
+  readonly after: RegExp;
+}
+
+const SCHEMA = eventErrorPrefixOf('SCHEMA');
+const NOT_HASHED_SUFFIX = EventErrors.NOT_HASHED.message('\u0000').split('\u0000')[1]!;
+
+/** The shapes of each code's messages (registry templates; the code says which apply, never the text). */
+const PATH_SHAPES: Readonly<Record<EventErrorCode, readonly PathShape[]>> = {
+  SCHEMA: [
+    { prefix: `${SCHEMA}unknown field `, after: /^$/ },
+    { prefix: SCHEMA, after: /^ (?:must |is invalid)/ },
+  ],
+  MISSING_FIELD: [{ prefix: eventErrorPrefixOf('MISSING_FIELD'), after: /^$/ }],
+  NOT_HASHED: [{ prefix: eventErrorPrefixOf('NOT_HASHED'), after: new RegExp(`^${NOT_HASHED_SUFFIX.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) }],
+  INVALID_FIELD: [{ prefix: eventErrorPrefixOf('INVALID_FIELD'), after: /^: / }],
+  // A request-level refusal (401), never a per-event error here: kept as its kind only.
+  NOT_AUTHORIZED: [],
+};
+
+/** What a message of a code is cut to when it has none of its code's shapes: what kind of rejection, never free text. */
+const KINDS: Readonly<Record<EventErrorCode, string>> = {
+  SCHEMA: 'schema validation failed',
+  MISSING_FIELD: 'missing required field',
+  INVALID_FIELD: 'invalid field',
+  NOT_HASHED: 'hashed field',
+  NOT_AUTHORIZED: 'principal not authorized',
+};
+const KIND_LIST = Object.values(KINDS);
 
 const FIXED_MESSAGES: ReadonlySet<string> = new Set([
   `${SCHEMA}event must be a JSON object`,
   `${SCHEMA}event could not be validated`,
 ]);
 
-/** The stored form of a per-event rejection message (see the module note). Idempotent. */
-export function storedReasonOf(message: string, known: ReadonlySet<string> = publishedKnownPaths()): string {
+const UNRECOGNIZED = 'rejected';
+
+/**
+ * The stored form of a per-event rejection (see the module note). The request path passes the
+ * `{code, message}` the validator produced. A string is text whose code is gone: a reason read
+ * back from ingest-stats.db (rows stored before masking existed are masked on read) or a response
+ * body; only then is the code read back from the message (eventErrorOf, the registry's prefixes).
+ * Idempotent on its own output.
+ */
+export function storedReasonOf(error: EventError | string, known: ReadonlySet<string> = publishedKnownPaths()): string {
+  const { code, message } = typeof error === 'string' ? eventErrorOf(error) : error;
+  if (code === 'OTHER') {
+    // No shape of the registry: keep only a kind (a stored form read back), never free text.
+    for (const kind of KIND_LIST) if (message.startsWith(kind)) return kind;
+    return UNRECOGNIZED;
+  }
   if (FIXED_MESSAGES.has(message)) return message;
-  for (const shape of PATH_SHAPES) {
+  for (const shape of PATH_SHAPES[code]) {
     if (!message.startsWith(shape.prefix)) continue;
     const at = shape.prefix.length;
     // Ajv's errors at the root name the event itself (`schema validation failed: event must …`).
@@ -162,10 +199,5 @@ export function storedReasonOf(message: string, known: ReadonlySet<string> = pub
     rest = rest.replace(ECHO_SUFFIX, `, got ${MASKED_VALUE}`);
     return `${shape.prefix}${stored}${rest}`;
   }
-  // No known shape: keep the registry prefix only (what kind of rejection), never free text.
-  for (const prefix of KIND_PREFIXES) if (message.startsWith(prefix)) return prefix;
-  return UNRECOGNIZED;
+  return KINDS[code];
 }
-
-const KIND_PREFIXES = ['schema validation failed', 'missing required field', 'invalid field', 'hashed field', 'principal not authorized'] as const;
-const UNRECOGNIZED = 'rejected';

@@ -2,7 +2,7 @@
  * The document-order walker: one pass over the event that checks every field (type, enum,
  * unknown members, hash rule, formats, required and conditional rules), removes optional
  * members whose value is null, and stops at the first problem, which it returns as the
- * per-event error message. Field knowledge comes from the JSON Schema (schema-model.ts).
+ * per-event error, `{code, message}` (only a rejected event allocates it). Field knowledge comes from the JSON Schema (schema-model.ts).
  *
  * Order of problems (see docs/validation-and-privacy.md):
  * 1. the event must be an object;
@@ -13,6 +13,7 @@
  *    position of the member that triggers them: `currency_code` at `value`, `custom_event` at
  *    `event_type`.
  */
+import type { EventRejection } from './event-check.js';
 import { EventErrors } from '../errors.js';
 import type { GppDecoded, GppDecoder } from '../privacy/gpp.js';
 import { IGNORED_SECTION_IDS } from '../privacy/gpp.js';
@@ -26,7 +27,7 @@ import {
   timestampReason,
   utcOffsetReason,
 } from './formats.js';
-import { indexPath, joinPath } from './paths.js';
+import { indexPath, joinPath } from '@ecapi-ingest/protocol';
 import {
   KIND_ARRAY, KIND_BOOLEAN, KIND_EXT, KIND_INTEGER, KIND_NUMBER, KIND_OBJECT, KIND_STRING,
   RULE_COUNTRY, RULE_CURRENCY, RULE_DATE, RULE_EVENT_TYPE, RULE_GPP_SID, RULE_GPP_STRING, RULE_HTTP_URL,
@@ -36,11 +37,11 @@ import type { EventModel, FieldDesc, ObjectDesc } from './schema-model.js';
 
 const MAX_ECHOED_ENUM = 40;
 
-function schemaError(detail: string): string {
-  return EventErrors.SCHEMA.message(detail);
+function schemaError(detail: string): EventRejection {
+  return EventErrors.SCHEMA.error(detail);
 }
-function invalid(path: string, reason: string): string {
-  return EventErrors.INVALID_FIELD.message(path, reason);
+function invalid(path: string, reason: string): EventRejection {
+  return EventErrors.INVALID_FIELD.error(path, reason);
 }
 
 function echo(value: unknown): string {
@@ -79,14 +80,14 @@ export class EventWalker {
     private readonly gppDecoder: GppDecoder,
   ) {}
 
-  /** Undefined when the event is valid (nulls removed in place), else the one error message. */
-  walk(event: unknown, nowSeconds: number, maxAgeSeconds: number, findings: WalkFindings): string | undefined {
+  /** Undefined when the event is valid (nulls removed in place), else the one error. */
+  walk(event: unknown, nowSeconds: number, maxAgeSeconds: number, findings: WalkFindings): EventRejection | undefined {
     if (!isPlainObject(event)) return schemaError('event must be a JSON object');
     this.nowSeconds = nowSeconds;
     this.maxAgeSeconds = maxAgeSeconds;
     this.findings = findings;
     for (const field of this.model.required) {
-      if (event[field] == null) return EventErrors.MISSING_FIELD.message(field);
+      if (event[field] == null) return EventErrors.MISSING_FIELD.error(field);
     }
     return this.walkObject(event, this.model.event, '');
   }
@@ -152,7 +153,7 @@ export class EventWalker {
     return true;
   }
 
-  private walkObject(obj: Record<string, unknown>, desc: ObjectDesc, base: string): string | undefined {
+  private walkObject(obj: Record<string, unknown>, desc: ObjectDesc, base: string): EventRejection | undefined {
     const keys = Object.keys(obj);
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
@@ -176,7 +177,7 @@ export class EventWalker {
    * Checks one value. `key` is the member name, or the index for array elements; the path is
    * only built when there is something to report.
    */
-  private checkValue(value: unknown, f: FieldDesc, base: string, key: string | number, owner: Record<string, unknown> | undefined): string | undefined {
+  private checkValue(value: unknown, f: FieldDesc, base: string, key: string | number, owner: Record<string, unknown> | undefined): EventRejection | undefined {
     switch (f.kind) {
       case KIND_STRING: {
         if (typeof value !== 'string') return this.typeError(f, base, key);
@@ -200,7 +201,7 @@ export class EventWalker {
       case KIND_NUMBER: {
         if (typeof value !== 'number' || !Number.isFinite(value)) return this.typeError(f, base, key);
         if (f.rule === RULE_VALUE && owner !== undefined && owner['currency_code'] == null) {
-          return EventErrors.MISSING_FIELD.message('currency_code');
+          return EventErrors.MISSING_FIELD.error('currency_code');
         }
         return undefined;
       }
@@ -227,21 +228,21 @@ export class EventWalker {
     }
   }
 
-  private typeError(f: FieldDesc, base: string, key: string | number): string {
+  private typeError(f: FieldDesc, base: string, key: string | number): EventRejection {
     if (f.kind === KIND_OBJECT) return schemaError(`${path(base, key)} must be an object`);
     if (f.kind === KIND_INTEGER && f.enumValues !== undefined) return schemaError(`${path(base, key)} must be ${f.enumText}`);
     return schemaError(`${path(base, key)} must be ${typeText(f.kind)}`);
   }
 
-  private enumError(f: FieldDesc, base: string, key: string | number, value: unknown): string {
+  private enumError(f: FieldDesc, base: string, key: string | number, value: unknown): EventRejection {
     return schemaError(`${path(base, key)} must be ${f.enumText}, got ${echo(value)}`);
   }
 
-  private stringRule(value: string, f: FieldDesc, base: string, key: string | number, owner: Record<string, unknown> | undefined): string | undefined {
+  private stringRule(value: string, f: FieldDesc, base: string, key: string | number, owner: Record<string, unknown> | undefined): EventRejection | undefined {
     let reason: string | undefined;
     switch (f.rule) {
       case RULE_SHA256:
-        return isSha256Hex(value) ? undefined : EventErrors.NOT_HASHED.message(path(base, key));
+        return isSha256Hex(value) ? undefined : EventErrors.NOT_HASHED.error(path(base, key));
       case RULE_CURRENCY: reason = currencyReason(value); break;
       case RULE_COUNTRY: reason = countryReason(value); break;
       case RULE_IP: reason = ipReason(value); break;
@@ -253,7 +254,7 @@ export class EventWalker {
       case RULE_EVENT_TYPE:
         if (value === 'custom' && owner !== undefined) {
           const customEvent = owner['custom_event'];
-          if (customEvent == null) return EventErrors.MISSING_FIELD.message('custom_event');
+          if (customEvent == null) return EventErrors.MISSING_FIELD.error('custom_event');
           if (customEvent === '') return invalid('custom_event', 'must be a non-empty string when event_type is "custom"');
         }
         return undefined;
@@ -270,7 +271,7 @@ export class EventWalker {
   }
 
   /** Every gpp_sid must name a section of gpp_string (3 header and 4 signal integrity excepted). */
-  private gppSid(sids: readonly number[], sidPath: string, userData: Record<string, unknown>): string | undefined {
+  private gppSid(sids: readonly number[], sidPath: string, userData: Record<string, unknown>): EventRejection | undefined {
     const gppString = userData['gpp_string'];
     if (gppString == null) return invalid(sidPath, 'requires user_data.gpp_string');
     if (typeof gppString !== 'string') return undefined; // reported at gpp_string

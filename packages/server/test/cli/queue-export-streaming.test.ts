@@ -25,7 +25,7 @@ import { viewDbFile } from '../../src/config.js';
 import { SqliteQueueSource } from '../../src/consumer/sqlite-queue-source.js';
 import { ViewConsumer } from '../../src/consumer/view-consumer.js';
 import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
-import { BIN, TEST_PROFILE, tempDataDir } from '../helpers/server-process.js';
+import { BIN, cliJson, TEST_PROFILE, tempDataDir } from '../helpers/server-process.js';
 
 const SEGMENTS = 1_000;
 const EVENTS_PER_SEGMENT = 1_000;
@@ -133,6 +133,7 @@ test('events export | head -1: exit 0, nothing on stderr', { skip, timeout: 120_
   // 5,000 merged records (several pages, more than a pipe buffer), applied by the real consumer.
   const dataDir = tempDataDir('ecapi-events-export-');
   generateQueue(dataDir, 5);
+  await cliJson(dataDir, ['data-set', 'create', 'merged']); // an unknown data set is an error (issue 18)
   const store = new SqliteViewStore(viewDbFile(dataDir, 'production'));
   const source = new SqliteQueueSource(queueDbFile(dataDir, 'production'));
   try {

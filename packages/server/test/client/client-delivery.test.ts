@@ -6,7 +6,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Agent, type Dispatcher } from 'undici';
-import { Client, MAX_BODY_BYTES, batchBytes, type ClientOptions, type RetryInfo } from '@ecapi-ingest/client';
+import { Client, MAX_BODY_BYTES, batchBytes, type ClientOptions, type PlaintextEventInput, type RetryInfo } from '@ecapi-ingest/client';
 import { cliJson, exportQueue, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 
 let dataDir: string;
@@ -30,7 +30,7 @@ function client(overrides: Partial<ClientOptions> = {}): Client {
   return new Client({ baseUrl: `https://127.0.0.1:${server.port}`, keyId: creds.keyId, secret: creds.secret, dataSetId: 'shop', ca: server.ca, ...overrides });
 }
 
-const event = (id: string, extra: Record<string, unknown> = {}): Record<string, unknown> & { id: string } => ({ id, timestamp: NOW(), event_type: 'purchase', value: 5, currency_code: 'USD', ...extra });
+const event = (id: string, extra: Partial<PlaintextEventInput> = {}): PlaintextEventInput & { id: string } => ({ id, timestamp: NOW(), event_type: 'purchase', value: 5, currency_code: 'USD', ...extra }) as PlaintextEventInput & { id: string };
 
 async function requestIdsOf(ids: string[]): Promise<Map<string, string[]>> {
   const wanted = new Set(ids);
@@ -109,7 +109,8 @@ test('207: the rejected events come back with the service\'s errors and are not 
     if (rejected.status !== 'rejected') return;
     assert.equal(rejected.httpStatus, 207);
     assert.equal(rejected.id, 'p-1');
-    assert.match(rejected.error, /^invalid field currency_code/);
+    assert.equal(rejected.error.code, 'INVALID_FIELD');
+    assert.match(rejected.error.message, /^invalid field currency_code/);
     assert.deepEqual((rejected.event as { currency_code: string }).currency_code, 'ABC');
     const queued = (await exportQueue(dataDir)).filter((q) => q.event.id?.startsWith('p-')).map((q) => q.event.id);
     assert.deepEqual(queued.sort(), ['p-0', 'p-2']);
@@ -123,19 +124,21 @@ test('400 (every event rejected) and 401 are never retried', async () => {
   try {
     const r = await c.send([event('b-0', { currency_code: 'ABC' }), event('b-1', { currency_code: 'ABC' })]);
     assert.deepEqual([r.rejected, r.requests, r.retries], [2, 1, 0]);
-    assert.ok(r.results.every((x) => x.status === 'rejected' && x.httpStatus === 400 && /currency_code/.test(x.error)));
+    assert.ok(r.results.every((x) => x.status === 'rejected' && x.httpStatus === 400 && x.error.code === 'INVALID_FIELD' && /currency_code/.test(x.error.message)));
   } finally {
     await c.close();
   }
-  // Wrong secret: the first request gets 401; the other requests of the send are not even made.
+  // Wrong secret: one request-level failure, reported once; the other requests of the send are not
+  // even made, and no event counts as rejected (they are undeliverable: resend after the fix).
   const wrong = client({ secret: 'sk_wrong', concurrency: 1, maxEventsPerRequest: 10 });
   try {
     const r = await wrong.send(Array.from({ length: 35 }, (_, i) => event(`u-${i}`)));
-    assert.deepEqual([r.accepted, r.rejected, r.requests, r.retries], [0, 35, 1, 0]);
-    const first = r.results[0]!;
-    assert.ok(first.status === 'rejected' && first.httpStatus === 401 && /^signature does not match/.test(first.error), JSON.stringify(first));
-    const last = r.results[34]!;
-    assert.ok(last.status === 'rejected' && /^not sent: 401 signature does not match/.test(last.error), JSON.stringify(last));
+    assert.deepEqual([r.accepted, r.rejected, r.undeliverable, r.requests, r.retries], [0, 0, 35, 1, 0]);
+    assert.equal(r.failure?.code, 'AUTHENTICATION');
+    assert.equal(r.failure?.httpStatus, 401);
+    assert.match(r.failure!.message, /^401 signature does not match/);
+    assert.ok(r.results.every((x) => x.status === 'undeliverable' && x.error === r.failure), JSON.stringify(r.results[34]));
+    assert.deepEqual([r.results[0]!.status === 'undeliverable' && r.results[0]!.attempts, r.results[34]!.status === 'undeliverable' && r.results[34]!.attempts], [1, 0]);
   } finally {
     await wrong.close();
   }
@@ -204,7 +207,8 @@ test('an untrusted certificate is not retried: the events are undeliverable at o
   try {
     const r = await c.send([event('tls-0'), event('tls-1')]);
     assert.deepEqual([r.undeliverable, r.requests, r.retries], [2, 1, 0]);
-    assert.ok(r.results.every((x) => x.status === 'undeliverable' && /CERT|certificate/i.test(x.error)), JSON.stringify(r.results[0]));
+    assert.deepEqual([r.failure?.code, r.failure?.errorCode], ['TLS', 'DEPTH_ZERO_SELF_SIGNED_CERT']);
+    assert.ok(r.results.every((x) => x.status === 'undeliverable' && x.error === r.failure), JSON.stringify(r.results[0]));
   } finally {
     await c.close();
   }

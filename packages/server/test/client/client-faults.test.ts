@@ -24,7 +24,7 @@ after(async () => {
 });
 
 const events = (tag: string, n: number) =>
-  Array.from({ length: n }, (_, i) => ({ id: `${tag}-${i}`, timestamp: Math.floor(Date.now() / 1000) - 5, event_type: 'page_view', properties: { pad: 'y'.repeat(2000) } }));
+  Array.from({ length: n }, (_, i) => ({ id: `${tag}-${i}`, timestamp: Math.floor(Date.now() / 1000) - 5, event_type: 'page_view' as const, properties: { pad: 'y'.repeat(2000) } }));
 
 async function assertAllQueued(ids: string[]): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
@@ -57,7 +57,7 @@ test('500 ingest backend unavailable is retried with backoff until the queue rec
     assert.ok(retries.length >= 1);
     assert.equal(retries[0]!.reason, 'server-error');
     assert.equal(retries[0]!.status, 500);
-    assert.equal(retries[0]!.error, '500 ingest backend unavailable');
+    assert.deepEqual(retries[0]!.error, { code: 'SERVER_ERROR', message: '500 ingest backend unavailable', httpStatus: 500 });
     await assertAllQueued(batch.map((e) => e.id));
   } finally {
     release();

@@ -1,6 +1,8 @@
 /**
  * Black-box: `ecapi-ingest send` against the real server: --demo, env-var credentials, NDJSON and
- * JSON input, --hash, --rejects, --dry-run, the summary (--json) and exit codes.
+ * JSON input, --hash, --rejects, --dry-run, the summary (--json) and exit codes; the honest
+ * failures (one request-level error for 401/403/TLS with its fix, malformed lines by line number,
+ * progress and summary counts that agree, a progress bar that fits the terminal).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,6 +10,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { main } from '../../src/cli/main.js';
+import { progressLine } from '../../src/cli/send-command.js';
 import { exportQueue, profileArgs, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 
 let dataDir: string;
@@ -25,12 +28,13 @@ after(async () => {
   await server.stop();
 });
 
-async function run(args: string[], env: Record<string, string> = {}) {
+async function run(args: string[], env: Record<string, string> = {}, options: { dataDir?: string; tty?: { columns: number } } = {}) {
   let stdout = '';
   let stderr = '';
-  const code = await main(['--data-dir', dataDir, ...(await profileArgs(dataDir)), ...args], {
+  const dir = options.dataDir ?? dataDir;
+  const code = await main(['--data-dir', dir, ...(await profileArgs(dataDir)), ...args], {
     stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
+    stderr: { write: (t: string) => (stderr += t), ...(options.tty ? { isTTY: true, columns: options.tty.columns } : {}) },
     env: { ...env },
   });
   return { code, stdout, stderr };
@@ -39,7 +43,7 @@ async function run(args: string[], env: Record<string, string> = {}) {
 const envCreds = () => ({ ECAPI_URL: `https://127.0.0.1:${server.port}`, ECAPI_KEY_ID: creds.keyId, ECAPI_SECRET: creds.secret, ECAPI_DATA_SET: 'cli' });
 const ts = () => Math.floor(Date.now() / 1000) - 5;
 
-test('send --demo sends a signed sample event with the demo key from the control plane', async () => {
+test('send --demo sends a signed sample event with the demo key and prints its id for the next README step', async () => {
   const r = await run(['--json', 'send', '--demo', '--url', `https://127.0.0.1:${server.port}`]);
   assert.equal(r.code, 0, r.stderr);
   const summary = JSON.parse(r.stdout);
@@ -47,6 +51,15 @@ test('send --demo sends a signed sample event with the demo key from the control
   const queued = await exportQueue(dataDir, 'production', ['--data-set', 'demo']);
   assert.equal(queued.length, 1);
   assert.deepEqual(queued[0]!.event.user_data.email_address, ['b4c9a289323b21a01c3e940f150eb9b8c542587f1abfd8f0e1cc1ffc5e475514']);
+  assert.equal(summary.event_id, queued[0]!.event.id);
+
+  const text = await run(['send', '--demo', '--no-progress', '--url', `https://127.0.0.1:${server.port}`]);
+  assert.equal(text.code, 0, text.stderr);
+  const m = /^1 event in [\d.]+ s: 1 accepted, 0 rejected, 0 undeliverable; 1 request, 0 retries\nevent id: (\S+)\nSee it in the merged view in a moment: npx ecapi-ingest events get demo (\S+)\n$/.exec(text.stdout);
+  assert.ok(m, text.stdout);
+  assert.equal(m[1], m[2]);
+  const ids = (await exportQueue(dataDir, 'production', ['--data-set', 'demo'])).map((q) => q.event.id);
+  assert.ok(ids.includes(m[1]!), 'the printed id is the queued event');
 });
 
 test('NDJSON with env credentials and --hash: accepted events queued hashed, rejects written with reasons, exit 1', async () => {
@@ -65,8 +78,12 @@ test('NDJSON with env credentials and --hash: accepted events queued hashed, rej
   const summary = JSON.parse(r.stdout);
   assert.deepEqual([summary.total, summary.accepted, summary.rejected, summary.undeliverable, summary.requests], [5, 2, 3, 0, 1]);
   assert.match(r.stderr, /error: 3 events rejected/);
+  // On stderr by line number, --json or not: the line that is not JSON and the rejected events.
+  assert.match(r.stderr, /^  invalid JSON on line 2: /m);
+  assert.match(r.stderr, /^  line 4 \(id n-1\): rejected: invalid field currency_code/m);
+  assert.match(r.stderr, /^  line 5 \(id n-2\): rejected: schema validation failed: event_type/m);
   const lines = readFileSync(rejects, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-  assert.deepEqual(lines.map((l) => [l.line, l.status, l.id]), [[2, 'rejected', null], [4, 'rejected', 'n-1'], [5, 'rejected', 'n-2']]);
+  assert.deepEqual(lines.map((l) => [l.line, l.status, l.id, l.code]), [[2, 'rejected', null, 'INVALID_JSON'], [4, 'rejected', 'n-1', 'INVALID_FIELD'], [5, 'rejected', 'n-2', 'SCHEMA']]);
   assert.match(lines[0].error, /^invalid JSON on line 2/);
   assert.match(lines[1].error, /^invalid field currency_code/);
   assert.equal(lines[1].http_status, 207);
@@ -83,9 +100,9 @@ test('a JSON array file with options instead of env; plain summary and periodic 
   writeFileSync(file, JSON.stringify(Array.from({ length: 2500 }, (_, i) => ({ id: `j-${i}`, timestamp: ts(), event_type: 'page_view' }))));
   const r = await run(['send', '--url', `https://127.0.0.1:${server.port}`, '--key-id', creds.keyId, '--secret', creds.secret, '--data-set', 'cli', file]);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^sent 2,500 events in [\d.]+ s \([\d,]+ events\/s\): 2,500 accepted, 0 rejected, 0 undeliverable; 3 requests, 0 retries\n$/);
+  assert.match(r.stdout, /^2,500 events in [\d.]+ s: 2,500 accepted, 0 rejected, 0 undeliverable; 3 requests, 0 retries\n$/);
   assert.match(r.stderr, /visible to other users \(ps\); prefer the ECAPI_SECRET/);
-  assert.match(r.stderr, /send: 2,500\/2,500 sent, 2,500 accepted, 0 rejected/);
+  assert.match(r.stderr, /send: 2,500\/2,500 done, 2,500 accepted, 0 rejected/);
 });
 
 test('--dry-run validates without sending or credentials', async () => {
@@ -101,23 +118,109 @@ test('--dry-run validates without sending or credentials', async () => {
   assert.equal(ok.code, 1, 'the events file above has an invalid line');
 });
 
-test('a wrong secret is rejected (exit 1); an unreachable server is undeliverable (exit 3)', async () => {
-  const file = join(work, 'one.ndjson');
-  writeFileSync(file, JSON.stringify({ timestamp: ts(), event_type: 'page_view' }) + '\n');
-  const wrong = await run(['--json', 'send', file], { ...envCreds(), ECAPI_SECRET: 'sk_wrong' });
-  assert.equal(wrong.code, 1);
-  assert.deepEqual([JSON.parse(wrong.stdout).rejected, JSON.parse(wrong.stdout).retries], [1, 0]);
-  const closed = await run(['--json', 'send', '--max-retries', '1', file], { ...envCreds(), ECAPI_URL: 'https://127.0.0.1:1' });
+test('a wrong secret is one authentication error with its fix (exit 4), not N rejected events; an unreachable server is undeliverable (exit 3)', async () => {
+  const file = join(work, 'many.ndjson');
+  writeFileSync(file, Array.from({ length: 2500 }, () => JSON.stringify({ timestamp: ts(), event_type: 'page_view' })).join('\n'));
+  const wrong = await run(['send', file], { ...envCreds(), ECAPI_SECRET: 'sk_wrong' });
+  assert.equal(wrong.code, 4, wrong.stderr);
+  assert.doesNotMatch(wrong.stdout, /sent/);
+  // Requests already in flight (--concurrency 4) may get their 401 too; nothing after them is sent.
+  assert.match(wrong.stdout, /^2,500 events in [\d.]+ s: 0 accepted, 0 rejected, 2,500 undeliverable; [1-4] requests?, 0 retries\n$/);
+  const errors = wrong.stderr.split('\n').filter((l) => /error|rejected|undeliverable:/.test(l) && !l.startsWith('send: '));
+  assert.equal(errors.length, 1, wrong.stderr);
+  assert.match(errors[0]!, /^error: authentication failed: 401 signature does not match: .*Check ECAPI_KEY_ID and ECAPI_SECRET \(--key-id, --secret\)/);
+  const json = await run(['--json', 'send', file], { ...envCreds(), ECAPI_SECRET: 'sk_wrong' });
+  const summary = JSON.parse(json.stdout);
+  assert.deepEqual([summary.rejected, summary.undeliverable, summary.retries, summary.failure.code, summary.failure.http_status], [0, 2500, 0, 'AUTHENTICATION', 401]);
+  assert.ok(summary.requests <= 4, `${summary.requests} requests`);
+
+  const one = join(work, 'one.ndjson');
+  writeFileSync(one, JSON.stringify({ timestamp: ts(), event_type: 'page_view' }) + '\n');
+  const closed = await run(['--json', 'send', '--max-retries', '1', one], { ...envCreds(), ECAPI_URL: 'https://127.0.0.1:1' });
   assert.equal(closed.code, 3, closed.stderr);
   assert.deepEqual([JSON.parse(closed.stdout).undeliverable, JSON.parse(closed.stdout).retries], [1, 1]);
   assert.match(closed.stderr, /error: 1 events undeliverable/);
 });
 
+test('run with another data dir, an untrusted certificate is one TLS error naming --ca, --data-dir and where the CA was looked for (exit 4)', async () => {
+  const elsewhere = mkdtempSync(join(tmpdir(), 'ecapi-send-elsewhere-'));
+  const file = join(work, 'tls.ndjson');
+  writeFileSync(file, Array.from({ length: 50 }, () => JSON.stringify({ timestamp: ts(), event_type: 'page_view' })).join('\n'));
+  const r = await run(['send', file], envCreds(), { dataDir: elsewhere });
+  assert.equal(r.code, 4, r.stderr);
+  const errors = r.stderr.split('\n').filter((l) => l.startsWith('error') || /undeliverable:/.test(l));
+  assert.equal(errors.length, 1, r.stderr);
+  assert.match(errors[0]!, /^error: TLS: the server's certificate is not trusted \(DEPTH_ZERO_SELF_SIGNED_CERT\)/);
+  assert.ok(errors[0]!.includes(join(elsewhere, 'tls', 'localhost-cert.pem')), 'names where the CA was looked for');
+  assert.match(errors[0]!, /--ca <file>.*--data-dir/);
+  assert.doesNotMatch(r.stdout, /sent/);
+});
+
+test('a grant missing for the data set is one authorization error (exit 4)', async () => {
+  const file = join(work, 'one.ndjson');
+  writeFileSync(file, JSON.stringify({ timestamp: ts(), event_type: 'page_view' }) + '\n');
+  const r = await run(['--json', 'send', file], { ...envCreds(), ECAPI_DATA_SET: 'demo' });
+  assert.equal(r.code, 4, r.stderr);
+  assert.equal(JSON.parse(r.stdout).failure.code, 'AUTHORIZATION');
+  assert.match(r.stderr, /^error: not authorized: 401 principal not authorized for data_set_id demo\. The key has no grant for data set "demo"/m);
+});
+
+test('progress and summary agree when lines are not JSON; off a terminal, plain lines', async () => {
+  const file = join(work, 'mixed.ndjson');
+  writeFileSync(file, [
+    JSON.stringify({ timestamp: ts(), event_type: 'page_view' }),
+    '{"broken":',
+    JSON.stringify({ timestamp: ts(), event_type: 'page_view' }),
+    'nope',
+    JSON.stringify({ timestamp: ts(), event_type: 'page_view' }),
+  ].join('\n'));
+  const r = await run(['send', file], envCreds());
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /^  invalid JSON on line 2: /m);
+  assert.match(r.stderr, /^  invalid JSON on line 4: /m);
+  assert.match(r.stdout, /^5 events in [\d.]+ s: 3 accepted, 2 rejected, 0 undeliverable/);
+  const progress = r.stderr.split('\n').filter((l) => l.startsWith('send: '));
+  assert.ok(progress.length >= 1);
+  assert.match(progress.at(-1)!, /^send: 5\/5 done, 3 accepted, 2 rejected, /);
+  assert.doesNotMatch(r.stderr, /\r|\x1b/, 'no terminal control off a terminal');
+});
+
+test('on a terminal the progress bar redraws in place and fits the width', async () => {
+  const file = join(work, 'tty.ndjson');
+  writeFileSync(file, Array.from({ length: 3000 }, () => JSON.stringify({ timestamp: ts(), event_type: 'page_view' })).join('\n'));
+  for (const columns of [80, 40]) {
+    const r = await run(['send', '--concurrency', '1', file], envCreds(), { tty: { columns } });
+    assert.equal(r.code, 0, r.stderr);
+    const draws = r.stderr.split('\r').slice(1).map((d) => d.replace(/\n$/, ''));
+    assert.ok(draws.length >= 1);
+    for (const d of draws) {
+      assert.ok(d.endsWith('\x1b[K'), JSON.stringify(d));
+      const visible = d.slice(0, -3);
+      assert.ok(visible.length <= columns - 1, `${visible.length} > ${columns - 1}: ${visible}`);
+      assert.ok(!visible.includes('\x1b'), 'one erase per draw, at its end');
+    }
+    assert.match(draws.at(-1)!, /^\[█+\] 100% 3,000\/3,000 done/);
+  }
+});
+
+test('progressLine: a bar and as many numbers as fit; plain text off a terminal', () => {
+  const p = { total: 123_456, done: 61_728, accepted: 61_000, rejected: 700, undeliverable: 28, requests: 70, retries: 3, elapsedMs: 4000 };
+  for (const columns of [20, 40, 80, 120, 200]) {
+    const line = progressLine(p, { bar: true, columns });
+    assert.ok(line.length <= columns - 1, `${columns}: ${line}`);
+    assert.match(line, /^\[[█░]*\]/);
+  }
+  assert.match(progressLine(p, { bar: true, columns: 200 }), / 50% 61,728\/123,456 done, 61,000 accepted, 700 rejected, 28 undeliverable, 3 retries, 15,432 events\/s, ETA 0:04$/);
+  // 80 columns: the numbers that would squeeze the bar under 10 cells are left out, the line is 79 long.
+  assert.equal(progressLine(p, { bar: true, columns: 80 }), `[${'█'.repeat(11)}${'░'.repeat(10)}]  50% 61,728/123,456 done, 61,000 accepted, 700 rejected`);
+  assert.equal(progressLine(p, { bar: false }), 'send: 61,728/123,456 done, 61,000 accepted, 700 rejected, 28 undeliverable, 3 retries, 15,432 events/s, ETA 0:04');
+});
+
 test('missing credentials or input: one error line, non-zero exit', async () => {
   const r = await run(['send', join(work, 'one.ndjson')], { ECAPI_DATA_SET: 'cli' });
-  assert.equal(r.code, 1);
+  assert.equal(r.code, 2, 'a usage error, as the README says');
   assert.match(r.stderr, /^error: missing ECAPI_URL \(--url\), ECAPI_KEY_ID \(--key-id\), ECAPI_SECRET \(--secret\)\n$/);
   const noInput = await run(['send'], envCreds());
-  assert.equal(noInput.code, 1);
+  assert.equal(noInput.code, 2);
   assert.match(noInput.stderr, /no input/);
 });

@@ -53,10 +53,12 @@ export async function openPage(browser: Browser): Promise<{ page: Page; problems
   return { page, problems };
 }
 
-export async function screenshot(page: Page, name: string): Promise<string> {
+/** A screenshot from the top of the page (a sticky header scrolled along would show mid-page); the whole page unless `fullPage: false`. */
+export async function screenshot(page: Page, name: string, options: { fullPage?: boolean } = {}): Promise<string> {
   mkdirSync(SCREENSHOTS, { recursive: true });
   const file = join(SCREENSHOTS, `${name}.png`);
-  await page.screenshot({ path: file, fullPage: true });
+  await page.locator('html').evaluate((root) => root.ownerDocument.defaultView?.scrollTo(0, 0));
+  await page.screenshot({ path: file, fullPage: options.fullPage ?? true });
   return file;
 }
 
@@ -94,4 +96,21 @@ export async function eventuallyEqual<T>(what: string, get: () => Promise<T>, ex
   } catch {
     assert.fail(`${what}: expected ${String(expected)}, last saw ${String(last)}`);
   }
+}
+
+/** For each element matching `selector`, how many lines its text takes (1: not wrapped). */
+export async function lineCounts(page: Page, selector: string): Promise<number[]> {
+  return page.locator(selector).evaluateAll((elements) =>
+    elements.map((el) => {
+      const range = el.ownerDocument.createRange();
+      range.selectNodeContents(el);
+      return new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top))).size;
+    }),
+  );
+}
+
+/** The page does not scroll sideways: nothing is wider than the viewport. */
+export async function noSidewaysScroll(page: Page, what: string): Promise<void> {
+  const { scrollWidth, clientWidth } = await page.locator('html').evaluate((root) => ({ scrollWidth: root.scrollWidth, clientWidth: root.clientWidth }));
+  assert.ok(scrollWidth <= clientWidth, `${what}: page ${scrollWidth} px wide in a ${clientWidth} px viewport`);
 }

@@ -7,7 +7,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { provision, startServer, tempDataDir } from '../helpers/server-process.js';
 import { postSigned, sampleEvent } from '../helpers/https-client.js';
-import { chromiumSkip, eventually, eventuallyEqual, launchBrowser, openPage, screenshot } from './browser.js';
+import { chromiumSkip, eventually, eventuallyEqual, launchBrowser, lineCounts, noSidewaysScroll, openPage, screenshot } from './browser.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const skip = chromiumSkip();
 const HASH = '7c8d08bf0d2dd2b8a6b3f1c0ffb0e5a94c1ddc2fe93c1bd0e8fa4e1470ba125e';
@@ -26,26 +28,86 @@ test('test environment: the last events received fill in with their per-event ou
 
     const good = sampleEvent('acme-web', { user_data: { phone_numbers: [HASH], event_ip_address: '203.0.113.7', event_user_agent: 'Mozilla/5.0' } });
     const bad = sampleEvent('acme-web', { timestamp: undefined });
-    const res = await postSigned(server.port, server.ca, creds, 'acme-web', JSON.stringify({ events: [good, bad] }));
+    // Rejected as received, so never policy-checked: a plain email where a digest belongs, an unknown
+    // field whose name is an address, a secret under ext, an email in a free-text field.
+    const leaky = sampleEvent('acme-web', {
+      event_type: 'generate_lead',
+      user_data: { email_address: ['mary.leak@example.com'], phone_numbers: [15551234567] },
+      'joe.leak@example.com': 'x',
+      ext: { api_secret: 'sk-live-SECRET-1234' },
+      properties: { lead_source: 'form by ann.leak@example.com' },
+    });
+    const res = await postSigned(server.port, server.ca, creds, 'acme-web', JSON.stringify({ events: [good, bad, leaky] }));
     assert.equal(res.status, 207, res.text);
-    await eventuallyEqual('two rows', () => page.locator('[data-testid="test-event-row"]').count(), 2);
+    await eventuallyEqual('three rows', () => page.locator('[data-testid="test-event-row"]').count(), 3);
     const accepted = page.locator(`[data-testid="test-event-row"][data-event-id="${good.id as string}"]`);
     const rejected = page.locator(`[data-testid="test-event-row"][data-event-id="${bad.id as string}"]`);
+    const leakyRow = page.locator(`[data-testid="test-event-row"][data-event-id="${leaky.id as string}"]`);
     assert.match((await accepted.textContent()) ?? '', /accepted/);
     assert.match((await rejected.textContent()) ?? '', /rejected.*missing required field: timestamp/);
-    assert.equal(await rejected.locator('button').count(), 0, 'a rejected event is never shown');
 
     // The accepted event as queued: hashed identifiers shown, other plain-text identifiers masked.
-    await accepted.locator('button').click();
-    const shown = (await page.locator('tr.detail:not([hidden]) pre').textContent()) ?? '';
+    await accepted.click();
+    const shown = (await page.locator('[data-testid="test-event-payload"]').textContent()) ?? '';
     assert.ok(shown.includes(good.id as string) && shown.includes(HASH), shown);
     assert.ok(!shown.includes('203.0.113.7') && !shown.includes('Mozilla/5.0'), 'IP address and user agent masked');
 
-    // More events arrive at the top, without a reload.
+    // A rejected event: its exact error beside its payload as received.
+    await rejected.click();
+    assert.equal(await page.locator('[data-testid="test-event-error"]').textContent(), 'missing required field: timestamp');
+    const rejectedShown = (await page.locator('[data-testid="test-event-payload"]').textContent()) ?? '';
+    assert.ok(rejectedShown.includes(bad.id as string) && rejectedShown.includes('"value": 19.99'), rejectedShown);
+    await leakyRow.click();
+    assert.match((await page.locator('[data-testid="test-event-error"]').textContent()) ?? '', /schema validation failed|hashed field|unknown field/);
+    const leakyShown = (await page.locator('[data-testid="test-event-payload"]').textContent()) ?? '';
+    assert.ok(leakyShown.includes(leaky.id as string) && leakyShown.includes('‹unknown field 1›') && leakyShown.includes('[redacted-email]'), leakyShown);
+    // Never a plain identifier or a secret: not on the page, not in what the API serves.
+    const api = await (await fetch(`http://127.0.0.1:${server.adminPort}/api/test-events`)).text();
+    for (const secret of ['mary.leak', 'joe.leak', 'ann.leak', '15551234567', 'SECRET-1234', '203.0.113.7']) {
+      assert.ok(!api.includes(secret), `${secret} not served`);
+      assert.ok(!(await page.content()).includes(secret), `${secret} not on the page`);
+    }
+    await screenshot(page, 'test-events-rejected');
+
+    // While an event is selected the rows stay put; new events wait behind a button.
+    const before = await leakyRow.boundingBox();
     const more = [sampleEvent('acme-web', { event_type: 'page_view', value: undefined, currency_code: undefined }), sampleEvent('acme-web')];
     assert.equal((await postSigned(server.port, server.ca, creds, 'acme-web', JSON.stringify({ events: more }))).status, 200);
-    await eventuallyEqual('four rows', () => page.locator('[data-testid="test-event-row"]').count(), 4);
+    await page.locator('[data-testid="test-events-show-new"]', { hasText: 'Show 2 new events' }).waitFor();
+    await sleep(2300);
+    assert.equal(await page.locator('[data-testid="test-event-row"]').count(), 3);
+    assert.deepEqual(await leakyRow.boundingBox(), before, 'the selected row did not move');
+    await page.click('[data-testid="test-events-show-new"]');
+    await eventuallyEqual('five rows', () => page.locator('[data-testid="test-event-row"]').count(), 5);
     assert.match((await page.locator('[data-testid="test-event-row"]').first().textContent()) ?? '', new RegExp(more[1]!.id as string));
+
+    // Filters: by outcome, by event type.
+    await page.selectOption('[data-testid="test-events-outcome"]', 'rejected');
+    assert.deepEqual(await page.locator('[data-testid="test-event-row"]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-outcome'))), ['rejected', 'rejected']);
+    await page.selectOption('[data-testid="test-events-outcome"]', 'all');
+    await page.selectOption('[data-testid="test-events-type"]', 'page_view');
+    assert.deepEqual(await page.locator('[data-testid="test-event-row"]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-event-id'))), [more[0]!.id]);
+    await page.selectOption('[data-testid="test-events-type"]', '');
+
+    // Paused (nothing selected): new events wait too; resuming lets them in at the top.
+    await leakyRow.click(); // deselect
+    await page.click('[data-testid="test-events-pause"]');
+    const last = sampleEvent('acme-web');
+    assert.equal((await postSigned(server.port, server.ca, creds, 'acme-web', JSON.stringify(last))).status, 200);
+    await page.locator('[data-testid="test-events-show-new"]', { hasText: 'Show 1 new event' }).waitFor();
+    assert.equal(await page.locator('[data-testid="test-event-row"]').count(), 5);
+    await page.click('[data-testid="test-events-pause"]');
+    await eventuallyEqual('six rows', () => page.locator('[data-testid="test-event-row"]').count(), 6);
+    assert.match((await page.locator('[data-testid="test-event-row"]').first().textContent()) ?? '', new RegExp(last.id as string));
+    await accepted.click();
+    await page.setViewportSize({ width: 390, height: 844 });
+    await noSidewaysScroll(page, 'test environment');
+    for (const selector of ['[data-testid="test-event-row"] td:first-child', '[data-testid="test-event-detail"] dd code']) {
+      const lines = await lineCounts(page, selector);
+      assert.ok(lines.length > 0 && lines.every((n) => n === 1), `${selector} on one line at 390 px: ${JSON.stringify(lines)}`);
+    }
+    await screenshot(page, 'test-events-390');
+    await page.setViewportSize({ width: 1440, height: 1000 });
     await screenshot(page, 'test-events');
     assert.deepEqual(problems, []);
   } finally {

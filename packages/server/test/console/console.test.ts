@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cliJson, provision, startServer, tempDataDir } from '../helpers/server-process.js';
 import { postSigned, sampleEvent } from '../helpers/https-client.js';
-import { cardNumber, chromiumSkip, eventually, eventuallyEqual, launchBrowser, openPage, screenshot } from './browser.js';
+import { cardNumber, chromiumSkip, eventually, eventuallyEqual, launchBrowser, lineCounts, noSidewaysScroll, openPage, screenshot } from './browser.js';
 
 const skip = chromiumSkip();
 const HASH = 'b4c9a289323b21a01c3e940f150eb9b8c542587f1abfd8f0e1cc1ffc5e475514';
@@ -30,14 +30,25 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     assert.equal(await page.locator('#env').textContent(), 'production');
     assert.match((await page.locator('[data-testid="card-free-space"]').textContent()) ?? '', /Free disk space[\d.]+ (GB|MB)of [\d.]+ (GB|MB) · data [\d.]+ (kB|MB)/);
 
+    // Nothing is drawn for the time before the service started: those slots are null, not 0.
+    const fresh = (await (await fetch(`${admin}/api/timeseries?window=1h&step=10s`)).json()) as { series: { events_accepted: (number | null)[]; requests_2xx: (number | null)[] } };
+    assert.equal(fresh.series.events_accepted[0], null, 'an hour ago the service did not run');
+    assert.equal(fresh.series.requests_2xx[0], null);
+    assert.equal(fresh.series.events_accepted.at(-1), 0, 'now it counts');
+    const freshDataSet = (await (await fetch(`${admin}/api/data-sets/acme-web`)).json()) as { live: { accepted: (number | null)[] } };
+    assert.equal(freshDataSet.live.accepted[0], null);
+    assert.equal(freshDataSet.live.accepted.at(-1), 0);
+
     // 12 requests of 3 events: 2 accepted, 1 without timestamp (207); then one all-rejected 400.
     const rejectedIds: string[] = [];
     for (let i = 0; i < 12; i++) {
       const bad = sampleEvent('acme-web', { timestamp: undefined, event_type: 'generate_lead' });
       rejectedIds.push(bad.id as string);
+      // Identifier coverage of the 24 accepted: ip + user agent 100%, email 50%, phone 4/24.
+      const phone = i < 4 ? { phone_numbers: [HASH] } : {};
       const events = [
-        sampleEvent('acme-web', { user_data: { email_address: [HASH], event_ip_address: '203.0.113.7', event_user_agent: 'Mozilla/5.0' } }),
-        sampleEvent('acme-web', { event_type: 'generate_lead', value: undefined, currency_code: undefined }),
+        sampleEvent('acme-web', { user_data: { email_address: [HASH], ...phone, event_ip_address: '203.0.113.7', event_user_agent: 'Mozilla/5.0' } }),
+        sampleEvent('acme-web', { event_type: 'generate_lead', value: undefined, currency_code: undefined, user_data: { event_ip_address: '203.0.113.8', event_user_agent: 'Mozilla/5.0' } }),
         bad,
       ];
       const res = await postSigned(server.port, server.ca, creds, 'acme-web', JSON.stringify({ events }));
@@ -70,6 +81,11 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     for (const id of ['requests', 'events', 'latency', 'append']) {
       assert.equal(await page.locator(`[data-testid="chart-${id}"] canvas`).count(), 1, `chart ${id} drawn`);
     }
+    // Legends show the latest values without hovering (they showed "–" until hovered).
+    await eventually('latest values in the legend', async () => {
+      const values = await page.locator('[data-testid="chart-events"] .u-legend .u-series .u-value').allTextContents();
+      return values.length >= 3 && values.slice(1).every((v) => /^\d/.test(v));
+    });
     await page.click('[data-testid="window-5m"]');
     await sleep(2500);
     await screenshot(page, 'overview');
@@ -101,11 +117,50 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     await eventually('match quality', async () => ((await page.locator('[data-testid="match-quality"]').textContent()) ?? '').includes('purchase'));
     const coverage = (await page.locator('[data-testid="identifier-coverage"]').textContent()) ?? '';
     assert.match(coverage, /email50(\.0)?%/);
+    // Bar lengths are proportional to the shares (a CSS cap drew 100% and 50% the same length).
+    const bars = await page.locator('[data-testid="identifier-coverage"] tbody tr').evaluateAll((rows) =>
+      rows.map((r) => ({ share: Number.parseFloat(r.querySelector('.num')!.textContent!), width: r.querySelector('.fill')!.getBoundingClientRect().width })),
+    );
+    const drawn = bars.filter((b) => b.share > 0);
+    assert.ok(new Set(drawn.map((b) => b.share)).size >= 3, `several different shares: ${JSON.stringify(bars)}`);
+    const perPercent = drawn[0]!.width / drawn[0]!.share;
+    for (const b of drawn) assert.ok(Math.abs(b.width - b.share * perPercent) <= 1.5, `bar widths proportional to shares: ${JSON.stringify(bars)}`);
+    // 13 rejections: the newest 10 and a count per reason; the rest on demand.
+    assert.equal(await page.locator('[data-testid="recent-rejections"] tbody tr').count(), 10);
+    assert.match((await page.locator('[data-testid="recent-rejections-by-reason"]').textContent()) ?? '', /12 × missing required field: timestamp/);
+    await page.click('[data-testid="recent-rejections-toggle"]');
+    await eventuallyEqual('all rejections shown', () => page.locator('[data-testid="recent-rejections"] tbody tr').count(), 13);
     // Retention and storage size of the data set (issue 23): 24 events in 24 merged records.
     await eventually('the view storage card', async () => /24 records · retention 180d/.test((await page.locator('[data-testid="card-view-storage"]').textContent()) ?? ''), 30_000);
     assert.ok(!(await page.content()).includes('203.0.113.7'), 'the production console shows no event contents');
     await sleep(2200);
     await screenshot(page, 'data-set');
+    // Figures, times and request ids stay on one line.
+    for (const selector of ['[data-testid="card-match-quality"] .value', '[data-testid="match-quality"] tbody strong', '[data-testid="recent-rejections"] tbody td:nth-child(1)', '[data-testid="recent-rejections"] tbody td:nth-child(2)']) {
+      const lines = await lineCounts(page, selector);
+      assert.ok(lines.length > 0 && lines.every((n) => n === 1), `${selector} on one line: ${JSON.stringify(lines)}`);
+    }
+
+    // A phone (390 px): no sideways scrolling on any page, and still no wrapped figures.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await sleep(300);
+    await noSidewaysScroll(page, 'data set page');
+    for (const selector of ['[data-testid="card-match-quality"] .value', '[data-testid="recent-rejections"] tbody td:nth-child(1)', '[data-testid="recent-rejections"] tbody td:nth-child(2)', '[data-testid="match-quality"] tbody strong']) {
+      const lines = await lineCounts(page, selector);
+      assert.ok(lines.every((n) => n === 1), `${selector} on one line at 390 px: ${JSON.stringify(lines)}`);
+    }
+    await screenshot(page, 'data-set-390');
+    await page.click('nav a[data-nav="overview"]');
+    await page.locator('[data-testid="chart-events"] canvas').waitFor();
+    await sleep(500);
+    await noSidewaysScroll(page, 'overview');
+    await screenshot(page, 'overview-390');
+    await page.click('nav a[data-nav="data-sets"]');
+    await page.locator('[data-testid="data-sets-table"]').waitFor();
+    await noSidewaysScroll(page, 'data sets');
+    const dated = await lineCounts(page, '[data-testid="data-sets-table"] .nowrap');
+    assert.ok(dated.length >= 4 && dated.every((n) => n === 1), `creation times on one line at 390 px: ${JSON.stringify(dated)}`);
+    await page.setViewportSize({ width: 1440, height: 1000 });
 
     // Rate-limit hits of the limited data set.
     await page.goto(`${admin}/console/#/data-sets/tight`);
@@ -151,6 +206,7 @@ test('with --workers 2 the primary sums the workers\' live figures', { timeout: 
     const overview = (await (await fetch(`http://127.0.0.1:${server.adminPort}/api/overview`)).json()) as { serving_processes: { with_traffic_last_hour: number } };
     assert.equal(overview.serving_processes.with_traffic_last_hour, 2, 'both workers served requests and reported them');
     await page.goto(`http://127.0.0.1:${server.adminPort}/console/#/data-sets/acme-web`);
+    await page.click('[data-testid="recent-rejections-toggle"]');
     await eventually('recent rejections from both workers', async () => (await page.locator('[data-testid="recent-rejections"] tbody tr').count()) === sent);
     assert.equal(await cardNumber(page, 'rejected-last-hour'), sent);
     assert.deepEqual(problems, []);

@@ -12,6 +12,7 @@ import { once } from 'node:events';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import { queueDbFile, viewDbFile } from '../../src/config.js';
 import { StatsReader } from '../../src/analytics/stats-reader.js';
+import { openStorage } from '../../src/storage/open-storage.js';
 import { BIN, cliJson, tempDataDir } from '../helpers/server-process.js';
 import { generateEvents, prng } from '../helpers/event-generator.js';
 import { dumpView } from '../helpers/view-dump.js';
@@ -47,11 +48,13 @@ function startWorker(dataDir: string, partitions: number): ChildProcess {
 }
 
 async function lagOf(dataDir: string) {
-  const reader = new StatsReader(dataDir, 'production');
+  const storage = await openStorage({ dataDir, env: 'production', migrate: false });
+  const reader = new StatsReader(storage);
   try {
     return await reader.lag();
   } finally {
     await reader.close();
+    await storage.close();
   }
 }
 

@@ -7,18 +7,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { formatDurationMs, parseDurationMs } from '../../src/control/duration.js';
 import { policyFromStored } from '../../src/control/data-set-policy.js';
-import { SqliteControlPlane } from '../../src/control/sqlite-control-plane.js';
-import { PostgresControlPlane } from '../../src/control/postgres-control-plane.js';
-import { SecretBox } from '../../src/control/secret-box.js';
-import { MergeWindows } from '../../src/consumer/view-worker.js';
-import { createPool, migrate } from '../../src/storage/postgres/database.js';
 import { cli, cliJson, startServer, tempDataDir } from '../helpers/server-process.js';
-import { freshDatabase, pgOnly, queryDatabase } from '../helpers/postgres.js';
 
 test('durations parse exactly, in whole milliseconds', () => {
   assert.equal(parseDurationMs('500ms'), 500);
@@ -78,50 +69,5 @@ test('data-set policy --merge-window 500ms and 1500ms: stored, shown and served 
     assert.equal(body.policy.merge_window_seconds, 1.5);
   } finally {
     await server.stop();
-  }
-});
-
-test('SQLite control plane: the consumer gets a sub-second merge window exactly; a legacy policy row converts', async () => {
-  const file = join(tempDataDir('ecapi-merge-window-cp-'), 'control.db');
-  const cp = new SqliteControlPlane(file, new SecretBox(randomBytes(32)));
-  try {
-    await cp.createDataSet('a');
-    await cp.createDataSet('legacy');
-    await cp.setPolicy('a', { mergeWindowMs: 500 });
-    const windows = new MergeWindows(cp);
-    await windows.refresh();
-    assert.equal(windows.mergeWindowMs('a'), 500);
-    const db = new Database(file);
-    db.prepare('UPDATE data_sets SET policy = ? WHERE id = ?').run(JSON.stringify({ consent: 'enforce', ip: 'keep', piiScan: 'redact', maxAgeSeconds: 7_776_000, mergeWindowSeconds: 3600, version: 3 }), 'legacy');
-    db.close();
-    await windows.refresh();
-    assert.equal(windows.mergeWindowMs('legacy'), 3_600_000);
-    const next = await cp.setPolicy('legacy', { consent: 'off' });
-    assert.equal(next.policy.mergeWindowMs, 3_600_000);
-  } finally {
-    await cp.close();
-  }
-});
-
-test('PostgreSQL control plane: the consumer gets a sub-second merge window exactly; a legacy policy row converts', pgOnly, async () => {
-  const url = await freshDatabase('mergewindow');
-  await migrate(url, 'production');
-  const pool = createPool(url, 'production');
-  const cp = new PostgresControlPlane(pool, new SecretBox(randomBytes(32)));
-  try {
-    await cp.createDataSet('a');
-    await cp.createDataSet('legacy');
-    await cp.setPolicy('a', { mergeWindowMs: 1500 });
-    const windows = new MergeWindows(cp);
-    await windows.refresh();
-    assert.equal(windows.mergeWindowMs('a'), 1500);
-    await queryDatabase(url, 'UPDATE data_sets SET policy = $1 WHERE id = $2', [
-      JSON.stringify({ consent: 'enforce', ip: 'keep', piiScan: 'redact', maxAgeSeconds: 7_776_000, mergeWindowSeconds: 60, version: 3 }),
-      'legacy',
-    ]);
-    await windows.refresh();
-    assert.equal(windows.mergeWindowMs('legacy'), 60_000);
-  } finally {
-    await pool.end();
   }
 });

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DEFAULT_POLICY, policyFromStored } from '../../src/control/data-set-policy.js';
-import { validatePolicyRetention } from '../../src/control/control-plane.js';
+import { validatePolicyRetention } from '../../src/control/data-set-policy.js';
 import { ControlPlaneError } from '../../src/errors.js';
 
 const DAY = 86_400_000;

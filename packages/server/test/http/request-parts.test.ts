@@ -34,6 +34,29 @@ test('content type and accept negotiation', () => {
   assert.equal(acceptsJson('application/json;q=0'), false);
 });
 
+test('Accept negotiation follows RFC 9110 12.5.1: the most specific matching range decides', () => {
+  const cases: ReadonlyArray<readonly [string | undefined, boolean]> = [
+    [undefined, true],
+    ['', true],
+    ['application/json', true],
+    ['*/*', true],
+    ['Application/JSON', true],
+    ['application/json; charset=utf-8', true],
+    ['application/json, text/plain, */*', true],
+    ['application/*;q=0, application/json', true],
+    ['application/json;q=0.001', true],
+    // A more specific range with q=0 excludes JSON whatever a wider range says (issue 18).
+    ['application/json;q=0, */*', false],
+    ['*/*;q=0.5, application/json;q=0', false],
+    ['application/json;q=0, application/*', false],
+    ['text/html, */*;q=0', false],
+    ['*/*;q=0', false],
+    ['application/problem+json', false],
+    ['text/html', false],
+  ];
+  for (const [header, expected] of cases) assert.equal(acceptsJson(header), expected, JSON.stringify(header));
+});
+
 test('payload: a BOM is tolerated, duplicate keys keep the last value', () => {
   assert.deepEqual(parseEvents(Buffer.from('\uFEFF{"a":1}', 'utf8')), [{ a: 1 }]);
   assert.deepEqual(parseEvents(Buffer.from('{"a":1,"a":2}')), [{ a: 2 }]);

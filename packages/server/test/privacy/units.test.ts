@@ -17,6 +17,12 @@ const TRUNCATE: ReadonlyArray<readonly [string, string]> = [
   ['::ffff:192.0.2.1', '::ffff:192.0.2.0'],
   ['64:ff9b::192.0.2.33', '64:ff9b::'],
   ['2001:db8:abcd:12:0:0:0:1', '2001:db8:abcd::'],
+  // RFC 5952 on truncated forms: a shorter leading zero run stays written out; a zone id is dropped.
+  ['0:1:0:2::', '0:1::'],
+  ['0:0:1:2:3:4:5:6', '0:0:1::'],
+  ['1:0:2:3:4:5:6:7', '1:0:2::'],
+  ['fe80::1%eth0', 'fe80::'],
+  ['::ffff:c000:0221', '::ffff:192.0.2.0'],
 ];
 for (const [input, output] of TRUNCATE) test(`truncateIp(${input}) = ${output}`, () => assert.equal(truncateIp(input), output));
 

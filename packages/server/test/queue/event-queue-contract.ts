@@ -6,11 +6,11 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { EventQueue, QueueAppend } from '../../src/queue/event-queue.js';
+import type { EventQueue, QueueAppend, QueueCommitObserver } from '../../src/queue/event-queue.js';
 
 export interface QueueFactory {
-  /** A fresh, empty queue. `reopen` opens the same store again after close(). */
-  create(): Promise<{ queue: EventQueue; reopen: () => Promise<EventQueue> }>;
+  /** A fresh, empty queue (reporting its commits to `observer`). `reopen` opens the same store again after close(). */
+  create(observer?: QueueCommitObserver): Promise<{ queue: EventQueue; reopen: () => Promise<EventQueue> }>;
 }
 
 function batch(dataSetId: string, ids: string[], requestId = `req-${ids[0]}`): QueueAppend {
@@ -117,6 +117,28 @@ export function eventQueueContract(name: string, factory: QueueFactory): void {
       assert.equal((await again.read({ fromSeq: next.firstSeq, limit: 10 }))[0]!.event.id, 'x4');
     } finally {
       await again.close();
+    }
+  });
+
+  test(`${name}: one commit never holds more than 20,000 events, however many requests wait`, async () => {
+    const commits: number[] = [];
+    const { queue } = await factory.create({
+      onCommit: ({ events }) => commits.push(events),
+      onFailure: () => undefined,
+      onHealth: () => undefined,
+    });
+    try {
+      // 31 requests of 1,000 events appended in one turn of the event loop: they all wait at once.
+      const ids = (r: number) => Array.from({ length: 1000 }, (_, i) => `r${r}-${i}`);
+      const receipts = await Promise.all(Array.from({ length: 31 }, (_, r) => queue.append(batch('ds1', ids(r), `req-cap-${r}`))));
+      assert.equal(receipts.reduce((n, r) => n + r.count, 0), 31_000);
+      assert.equal(commits.reduce((n, e) => n + e, 0), 31_000, 'every event committed once');
+      assert.ok(commits.length >= 2, `31,000 events need at least two commits, got ${JSON.stringify(commits)}`);
+      assert.ok(Math.max(...commits) <= 20_000, `commits of ${JSON.stringify(commits)} events`);
+      // Sequence numbers stay consecutive across the commits, in order of append.
+      receipts.forEach((r, i) => i > 0 && assert.equal(r.firstSeq, receipts[i - 1]!.firstSeq + 1000));
+    } finally {
+      await queue.close();
     }
   });
 }

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { migrate, createPool } from '../../src/storage/postgres/database.js';
+import { migrate, createPool } from '../../src/postgres/database.js';
 import { PostgresEventQueue, readSegments } from '../../src/queue/postgres-event-queue.js';
 import type { QueueAppend } from '../../src/queue/event-queue.js';
 import { eventQueueContract } from './event-queue-contract.js';
@@ -19,7 +19,7 @@ async function freshPool() {
 
 if (TEST_DATABASE_URL) {
   eventQueueContract('PostgresEventQueue', {
-    async create() {
+    async create(observer) {
       const { url, pool } = await freshPool();
       const pools = [pool];
       const wrap = (queue: PostgresEventQueue, p: typeof pool) => {
@@ -31,7 +31,7 @@ if (TEST_DATABASE_URL) {
         return queue;
       };
       return {
-        queue: wrap(new PostgresEventQueue(pool), pool),
+        queue: wrap(new PostgresEventQueue(pool, observer), pool),
         reopen: async () => {
           const again = createPool(url, 'production', { max: 4 });
           pools.push(again);

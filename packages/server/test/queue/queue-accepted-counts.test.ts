@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import { acceptedCounts as sqliteAcceptedCounts, openQueueDatabase } from '../../src/queue/sqlite-queue-store.js';
 import { acceptedCounts as postgresAcceptedCounts, PostgresEventQueue } from '../../src/queue/postgres-event-queue.js';
-import { createPool, migrate } from '../../src/storage/postgres/database.js';
+import { createPool, migrate } from '../../src/postgres/database.js';
 import type { QueueAppend } from '../../src/queue/event-queue.js';
 import { tempDataDir } from '../helpers/server-process.js';
 import { freshDatabase, pgOnly } from '../helpers/postgres.js';

@@ -9,9 +9,9 @@ import { tempDataDir } from '../helpers/server-process.js';
 import { eventQueueContract } from './event-queue-contract.js';
 
 eventQueueContract('SqliteEventQueue', {
-  async create() {
+  async create(observer) {
     const file = join(tempDataDir('ecapi-queue-'), 'queue.db');
-    return { queue: new SqliteEventQueue(file), reopen: async () => new SqliteEventQueue(file) };
+    return { queue: new SqliteEventQueue(file, observer), reopen: async () => new SqliteEventQueue(file) };
   },
 });
 

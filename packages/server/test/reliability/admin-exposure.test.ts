@@ -69,6 +69,7 @@ test('with ECAPI_ADMIN_TOKEN, admin requests need the bearer token', { timeout: 
   const token = `adm-${randomBytes(24).toString('hex')}`;
   const server = await startServer({
     dataDir: tempDataDir(),
+    demo: true, // /api/stats/demo below: an unknown data set would be a 404
     args: ['--admin-host', '0.0.0.0', '--workers', '1', '--no-worker'],
     extraEnv: { ECAPI_ADMIN_TOKEN: token },
   });

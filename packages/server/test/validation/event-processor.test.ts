@@ -4,7 +4,7 @@
  * the exact error string or the exact accepted output (event and meta).
  */
 import { test } from 'node:test';
-import { loadEventSchema } from '../../src/validation/schema-model.js';
+import { loadEventSchema } from '@ecapi-ingest/protocol';
 import { H1, H2, H3, NOW, TS, gpp, minimal, runCase, sha } from './helpers.js';
 import type { Case } from './helpers.js';
 

@@ -7,7 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsPlugin from 'ajv-formats';
-import { buildEventModel, loadEventSchema } from '../../src/validation/schema-model.js';
+import { loadEventSchema } from '@ecapi-ingest/protocol';
+import { buildEventModel } from '../../src/validation/schema-model.js';
 import { compileEventSchema, serverSchema } from '../../src/validation/event-processor.js';
 import { H1, NOW, minimal, processor, policy } from './helpers.js';
 

@@ -34,9 +34,9 @@ import type { PostgresViewStore } from '../../merged-view/postgres-view-store.js
 import { readSegments } from '../../queue/postgres-event-queue.js';
 import type { ConsumerRunOptions } from '../storage.js';
 import type { SuppressionFilter } from '../../lifecycle/lifecycle-backend.js';
-import { DB_NOW_MS, type Pool } from './database.js';
-import { QUEUE_PARTITIONS } from './migrations.js';
-import { partitionConsumer } from './partitions.js';
+import { DB_NOW_MS, type Pool } from '../../postgres/database.js';
+import { QUEUE_PARTITIONS } from '../../postgres/migrations.js';
+import { partitionConsumer } from '../../postgres/partitions.js';
 
 export const LEASE_MS = 15_000;
 export const RENEW_MS = 3_000;

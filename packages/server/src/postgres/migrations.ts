@@ -2,7 +2,7 @@
  * Versioned schema migrations of the PostgreSQL profile. Append only: a released migration is never
  * edited; a change is a new entry. `migrate()` (database.ts) applies what is missing, in order.
  */
-import { LIFECYCLE_SCHEMA_SQL } from '../../lifecycle/postgres-lifecycle-schema.js';
+import { LIFECYCLE_SCHEMA_SQL } from '../lifecycle/postgres-lifecycle-schema.js';
 
 export interface Migration {
   readonly version: number;

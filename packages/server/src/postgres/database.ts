@@ -8,7 +8,7 @@
  * SQL elsewhere names tables without a schema.
  */
 import pg from 'pg';
-import type { Environment } from '../../config.js';
+import type { Environment } from '../config.js';
 import { MIGRATIONS } from './migrations.js';
 
 export type Pool = pg.Pool;

@@ -1,42 +1,18 @@
 /**
  * `ecapi-ingest worker`: the consumer process of one environment. `serve` starts one as a child
- * process (consumer-supervisor.ts) unless `--no-worker`; it can also run on its own.
+ * process (consumer/consumer-supervisor.ts) unless `--no-worker`; it can also run on its own.
  *
  * It reads queue.db and writes the view files; it writes queue.db only to prune applied records
  * (retention), never what ingest appends, so a slow consumer never slows ingest: the queue's commits
- * never wait for it, and its lag is visible (`worker status`, admin /metrics).
+ * never wait for it, and its lag is visible (`worker status`, admin /metrics). Like every process it
+ * opens its storage through storage/open-storage.ts, the one place that picks the profile.
  */
-import type { Environment } from '../config.js';
-import { DEFAULT_POLICY } from '../control/data-set-policy.js';
-import type { ControlPlane } from '../control/control-plane.js';
-import type { Logger } from '../observability/logger.js';
-import { openStorage } from '../storage/open-storage.js';
-import { LifecycleRunner } from '../lifecycle/lifecycle-runner.js';
-import { DEFAULT_BATCH_SIZE } from './view-consumer.js';
-
-/** Merge windows of the data sets, refreshed from the control plane. */
-export class MergeWindows {
-  #windows = new Map<string, number>();
-  readonly #controlPlane: ControlPlane;
-
-  constructor(controlPlane: ControlPlane) {
-    this.#controlPlane = controlPlane;
-  }
-
-  async refresh(): Promise<void> {
-    const next = new Map<string, number>();
-    for (const dataSet of await this.#controlPlane.listDataSets()) next.set(dataSet.id, dataSet.policy.mergeWindowMs);
-    this.#windows = next;
-  }
-
-  entries(): [string, number][] {
-    return [...this.#windows];
-  }
-
-  mergeWindowMs(dataSetId: string): number {
-    return this.#windows.get(dataSetId) ?? DEFAULT_POLICY.mergeWindowMs;
-  }
-}
+import type { Environment } from './config.js';
+import type { Logger } from './observability/logger.js';
+import { openStorage } from './storage/open-storage.js';
+import { DEFAULT_BATCH_SIZE } from './consumer/view-consumer.js';
+import { MergeWindows } from './consumer/merge-windows.js';
+import { LifecycleRunner } from './lifecycle/lifecycle-runner.js';
 
 export interface ViewWorkerOptions {
   readonly dataDir: string;

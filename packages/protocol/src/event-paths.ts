@@ -1,4 +1,8 @@
-/** JSON paths in error messages: `user_data.address[0].postal_code`; odd keys as `["key"]`. */
+/**
+ * JSON paths in per-event error messages: `user_data.address[0].postal_code`; keys that are not
+ * identifiers as `["key"]` (at most 40 characters echoed, so a hostile key cannot flood a message).
+ * Used by the server's validator and the SDK's local validation, so both name a field alike.
+ */
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 const MAX_ECHOED_KEY = 40;
 
@@ -12,7 +16,7 @@ export function indexPath(base: string, index: number): string {
   return `${base}[${index}]`;
 }
 
-/** Ajv instancePath (`/user_data/address/0/city`) to the message path form. */
+/** A JSON Pointer (Ajv's instancePath, `/user_data/address/0/city`) in the message path form; `event` for the root. */
 export function fromJsonPointer(pointer: string): string {
   if (pointer === '') return 'event';
   let out = '';

@@ -5,7 +5,7 @@
  * leasing partitions. FNV-1a (consumer/data-set-partition.ts): stable across processes, versions
  * and machines.
  */
-import { partitionOf as partitionAmong } from '../../consumer/data-set-partition.js';
+import { partitionOf as partitionAmong } from '../consumer/data-set-partition.js';
 import { QUEUE_PARTITIONS } from './migrations.js';
 
 export function partitionOf(dataSetId: string): number {

@@ -1,0 +1,65 @@
+/**
+ * What send() reports when an event is not accepted, as data: a stable `code` to branch on and a
+ * `message` to show. Per-event rejections use the service's codes (@ecapi-ingest/protocol's
+ * EventErrors; the service's wire message is read back with eventErrorOf) plus the client's own
+ * local reasons. Delivery failures say why an event never got an answer.
+ *
+ * A failure that every request of a send would meet the same way (credentials, grant, URL, an
+ * untrusted certificate, an unknown host) is a request-level failure: send() stops at the first
+ * one, reports it once as SendResult.failure, and leaves the events undeliverable (resend them
+ * after the fix; their ids are kept). It is never counted as N per-event rejections.
+ */
+import type { EventErrorCode } from './protocol.js';
+
+export type RejectionCode =
+  | EventErrorCode
+  /** A per-event message of the service in none of the spec's shapes (a privacy policy refusal, a newer server). */
+  | 'OTHER'
+  /** hash: an identifier could not be normalized (empty, an unreadable phone number). */
+  | 'NORMALIZATION'
+  /** Over 1 MiB serialized on its own: no request can carry it. */
+  | 'EVENT_TOO_LARGE'
+  /** A 400 for the whole request without per-event errors (the service's message says why). */
+  | 'REQUEST_REJECTED';
+
+/** Why an event was rejected: by the service (the HTTP status is on the result) or locally, before sending. */
+export interface Rejection {
+  readonly code: RejectionCode;
+  readonly message: string;
+}
+
+export type FailureCode =
+  /** 5xx or 408 after every retry. */
+  | 'SERVER_ERROR'
+  /** 429 after every rate-limit retry. */
+  | 'RATE_LIMITED'
+  /** Connection refused/reset and the like, after every retry. */
+  | 'NETWORK'
+  | 'TIMEOUT'
+  /** Request-level: 401 (key id, secret, revoked or expired key). */
+  | 'AUTHENTICATION'
+  /** Request-level: 401 "principal not authorized for data_set_id": the key has no grant for the data set. */
+  | 'AUTHORIZATION'
+  /** Request-level: 403/404: nothing answers POST <baseUrl>/v1/events there. */
+  | 'WRONG_URL'
+  /** Request-level: the server's certificate is not trusted (or TLS 1.3 not spoken). */
+  | 'TLS'
+  /** Request-level: the host name does not resolve. */
+  | 'HOST_NOT_FOUND';
+
+export interface DeliveryFailure {
+  readonly code: FailureCode;
+  /** The service's message (`401 signature does not match: …`), or the network error with its code. */
+  readonly message: string;
+  readonly httpStatus: number | null;
+  /** The TLS or system error code, like DEPTH_ZERO_SELF_SIGNED_CERT or ECONNREFUSED. */
+  readonly errorCode?: string | undefined;
+}
+
+const NOT_AUTHORIZED_PREFIX = 'principal not authorized for data_set_id';
+
+/** The request-level failure of a 401/403/404 without per-event errors. */
+export function refusalOf(status: number, serviceMessage: string): DeliveryFailure {
+  const code: FailureCode = status === 401 ? (serviceMessage.startsWith(NOT_AUTHORIZED_PREFIX) ? 'AUTHORIZATION' : 'AUTHENTICATION') : 'WRONG_URL';
+  return { code, message: `${status} ${serviceMessage}`, httpStatus: status };
+}

@@ -1,0 +1,139 @@
+/**
+ * `serve`: the ingestion service. One process, or with `--workers N` a primary (cluster/node-primary.ts)
+ * and N serving processes; a forked serving process runs this same command and is recognised by
+ * node:cluster. Options are parsed here into a ServeConfig; the node itself is composed in
+ * serving-node.ts. The merged-view consumer runs as a child process unless `--no-worker`.
+ *
+ * The serving code is imported only by the processes that serve, never by other commands.
+ */
+import { Option, type Command } from 'commander';
+import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
+import { DEFAULT_PORTS, type ServeConfig } from '../config.js';
+import { parseDurationMs } from '../control/duration.js';
+import { consoleUrl, demoBanner } from '../demo.js';
+import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messages.js';
+import { defaultServingProcesses } from '../cluster/default-serving-processes.js';
+import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
+import { startConsumerSupervisor, type ConsumerSupervisor } from '../consumer/consumer-supervisor.js';
+import type { CliContext } from './cli-context.js';
+import { parsePort, parsePositive } from './cli-parsers.js';
+
+export function registerServeCommand(program: Command, ctx: CliContext): void {
+  program
+    .command('serve')
+    .description('run the ingestion service (public HTTPS port and admin port)')
+    .addOption(new Option('--host <host>', 'public interface').env('ECAPI_HOST').default('127.0.0.1'))
+    .addOption(new Option('--port <port>', 'public HTTPS port (default 8443; 9443 with --env test)').env('ECAPI_PORT'))
+    .addOption(new Option('--admin-host <host>', 'admin interface').env('ECAPI_ADMIN_HOST').default('127.0.0.1'))
+    .addOption(new Option('--admin-port <port>', 'admin HTTP port (default 9464; 9465 with --env test)').env('ECAPI_ADMIN_PORT'))
+    .addOption(new Option('--admin-token <token>', 'token required on the admin port off loopback (at least 32 characters)').env('ECAPI_ADMIN_TOKEN'))
+    .addOption(new Option('--admin-allowed-hosts <names>', 'comma-separated Host names the admin port answers for, besides IP addresses, localhost and --admin-host').env('ECAPI_ADMIN_ALLOWED_HOSTS'))
+    .option('--no-demo', 'do not create the demo data set and key on a fresh data dir')
+    .option('--no-worker', 'do not run the merged-view consumer (run `ecapi-ingest worker` separately)')
+    .option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)')
+    .option('--tls-key <file>', 'PEM private key')
+    .option('--control-poll <duration>', 'how often to pick up control-plane changes', '1s')
+    .addOption(new Option('--workers <n>', 'serving processes (default: one per CPU core, less one for the consumer unless --no-worker; at least 1)').env('ECAPI_WORKERS'))
+    .option('--failed-auth-rps <n>', 'failed authentications per second one client address may sustain', String(DEFAULT_FAILED_AUTH_LIMITS.perSecond))
+    .option('--no-rate-limit', 'do not enforce data-set rate limits (when a gateway in front enforces quotas)')
+    .option('--failed-auth-burst <n>', 'failed authentications one client address may burst before it gets 429', String(DEFAULT_FAILED_AUTH_LIMITS.burst))
+    .option('--headers-timeout <duration>', 'a request\'s headers must arrive within this', '10s')
+    .option('--request-timeout <duration>', 'a whole request (headers and body) must arrive within this', '30s')
+    .option('--keep-alive-timeout <duration>', 'idle connections are closed after this', '65s')
+    .option('--body-buffer <MiB>', 'request-body bytes one serving process holds at once; later bodies wait unread', '16')
+    .option('--handshake-timeout <duration>', 'a TLS handshake must complete within this', '10s')
+    .option('--max-pending-handshakes <n>', 'connections mid-handshake per serving process; past it the oldest is dropped', '1024')
+    .option('--body-idle-timeout <duration>', 'a request whose body sends nothing for this long is dropped', '10s')
+    .option('--min-body-rate <KiB/s>', 'bodies on connections not yet authenticated must average this after --body-idle-timeout (0: off)', '64')
+    .action(async (opts: {
+      host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string; adminAllowedHosts?: string;
+      demo: boolean; worker: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string; workers?: string;
+      failedAuthRps: string; failedAuthBurst: string; rateLimit: boolean;
+      headersTimeout: string; requestTimeout: string; keepAliveTimeout: string; bodyBuffer: string;
+      handshakeTimeout: string; maxPendingHandshakes: string; bodyIdleTimeout: string; minBodyRate: string;
+    }) => {
+      if (cluster.isWorker) {
+        // A forked worker of `serve --workers N`: the primary passed the resolved configuration.
+        // The serving code is loaded only by the processes that serve (not by every CLI command,
+        // nor by the primary of serve --workers N, which only supervises).
+        const { runWorker } = await import('../cluster/node-worker.js');
+        const service = await runWorker(decodeWorkerConfig(ctx.io.env[WORKER_CONFIG_ENV]!)).catch((error: Error) => {
+          // Tell the operator once (the primary reports the failed start), then leave: the IPC
+          // channel to the primary would otherwise keep this process alive.
+          ctx.io.stderr.write(`error: worker ${process.pid}: ${error.message}\n`);
+          if (process.env.ECAPI_DEBUG_STACK) ctx.io.stderr.write(`${error.stack}\n`);
+          process.exit(1);
+        });
+        ctx.keepAlive(new Promise<void>((resolveDone) => {
+          // After a clean close, leave the cluster: the IPC channel alone would keep the process alive.
+          process.once('SIGTERM', () => void service.close().then(() => {
+            if (process.connected) process.disconnect();
+            resolveDone();
+          }));
+          process.once('SIGINT', () => {
+            // The primary relays the shutdown; a terminal's Ctrl-C reaches the whole group.
+          });
+        }));
+        return;
+      }
+      const g = ctx.globals();
+      const config: ServeConfig = {
+        dataDir: g.dataDir,
+        env: g.env,
+        host: opts.host,
+        port: opts.port !== undefined ? parsePort(opts.port) : DEFAULT_PORTS[g.env].port,
+        adminHost: opts.adminHost,
+        adminPort: opts.adminPort !== undefined ? parsePort(opts.adminPort) : DEFAULT_PORTS[g.env].adminPort,
+        adminToken: opts.adminToken,
+        adminAllowedHosts: (opts.adminAllowedHosts ?? '').split(',').map((h) => h.trim()).filter((h) => h !== ''),
+        demo: opts.demo,
+        tlsCert: opts.tlsCert,
+        tlsKey: opts.tlsKey,
+        controlPollMs: parseDurationMs(opts.controlPoll),
+        workers: opts.workers !== undefined ? Math.floor(parsePositive(opts.workers)) : defaultServingProcesses(availableParallelism(), opts.worker),
+        failedAuthPerSecond: parsePositive(opts.failedAuthRps),
+        failedAuthBurst: parsePositive(opts.failedAuthBurst),
+        rateLimit: opts.rateLimit,
+        databaseUrl: g.databaseUrl,
+        masterKeyFile: g.masterKeyFile,
+        headersTimeoutMs: parseDurationMs(opts.headersTimeout),
+        requestTimeoutMs: parseDurationMs(opts.requestTimeout),
+        keepAliveTimeoutMs: parseDurationMs(opts.keepAliveTimeout),
+        bodyBudgetBytes: Math.round(parsePositive(opts.bodyBuffer) * 1024 * 1024),
+        handshakeTimeoutMs: parseDurationMs(opts.handshakeTimeout),
+        maxPendingHandshakes: Math.floor(parsePositive(opts.maxPendingHandshakes)),
+        bodyIdleTimeoutMs: parseDurationMs(opts.bodyIdleTimeout),
+        minBodyBytesPerSecond: opts.minBodyRate === '0' ? 0 : Math.round(parsePositive(opts.minBodyRate) * 1024),
+      };
+      const service =
+        config.workers > 1
+          ? await (await import('../cluster/node-primary.js')).runPrimary(config)
+          : await (await import('../service.js')).startService(config);
+      if (service.demoKey) {
+        ctx.io.stderr.write(
+          demoBanner({ key: service.demoKey, host: config.host, port: service.port, certFile: service.certFile, env: g.env }) + '\n',
+        );
+      }
+      // Where to look next: the operator console on the admin port (stderr, like the demo banner).
+      ctx.io.stderr.write(`Operator console: ${consoleUrl(config.adminHost, service.adminPort)}\n`);
+      // --- merged-view consumer (issue 5): its own child process, for both single and --workers N ---
+      const consumer: ConsumerSupervisor | null = opts.worker
+        ? startConsumerSupervisor({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger: service.logger })
+        : null;
+      // --- end consumer ---
+      ctx.keepAlive(new Promise<void>((resolveDone) => {
+        const stop = (signal: string) => {
+          service.logger.info({ signal }, 'shutting down');
+          // The consumer stops first (it finishes its batch); then the service flushes the queue.
+          (consumer ? consumer.stop() : Promise.resolve()).then(() => service.close()).then(resolveDone, (error: Error) => {
+            ctx.io.stderr.write(`error: shutdown failed: ${error.message}\n`);
+            ctx.setExitCode(1);
+            resolveDone();
+          });
+        };
+        process.once('SIGTERM', () => stop('SIGTERM'));
+        process.once('SIGINT', () => stop('SIGINT'));
+      }));
+    });
+}
