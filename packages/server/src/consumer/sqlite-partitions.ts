@@ -47,8 +47,8 @@ class ThreadPartition implements PartitionStepper {
     if (this.#worker) return this.#worker;
     const worker = new Worker(new URL('./sqlite-partition-thread.js', import.meta.url), {
       workerData: this.#data,
-      // The young generation bounds most of a partition thread's memory: V8's default on a large
-      // machine is 192 MB (two 64 MB semi-spaces and more), 96 MB made the consumer the node's
+      // The young generation is a large share of a partition thread's memory: V8's default on a large
+      // machine is two 64 MB semi-spaces; 96 MB (32 MB semi-spaces) made the consumer the node's
       // largest process (issue 17). 32 MB showed no CPU cost per event against 96 (bench/README.md,
       // "Memory per process").
       resourceLimits: { maxYoungGenerationSizeMb: PARTITION_THREAD_YOUNG_GENERATION_MB },
