@@ -40,12 +40,12 @@ export function startConsumerSupervisor(options: {
     restartTimer = null;
     if (stopping) return;
     const startedAt = Date.now();
-    // The consumer's main thread: with the default P > 1 it only hands out steps and runs the
-    // partitions' checkpoints (their threads set their own young generation, sqlite-partitions.ts),
-    // so a small young generation: V8's default semi-space on a large machine is 64 MB, and 32 made
-    // the consumer the node's largest process. 8 MB: ~70 MB less peak RSS, no measurable CPU cost
-    // per event at P = 2 (issue 17, bench/README.md "Memory per process"). With --view-partitions 1
-    // this thread applies, and would gain some CPU from a larger one.
+    // The consumer's main thread, a small young generation: V8's default semi-space on a large
+    // machine is 64 MB, and 32 made the consumer the node's largest process. With the default P > 1
+    // it only hands out steps and runs the partitions' checkpoints (their threads set their own,
+    // sqlite-partitions.ts); with --view-partitions 1 it applies the batches, and 8 MB against 32
+    // still showed no CPU cost per event there, for ~70 MB less peak RSS (issue 17, bench/README.md
+    // "Memory per process").
     const proc = spawn(process.execPath, ['--max-semi-space-size=8', bin, '--data-dir', options.dataDir, '--env', options.env, 'worker'], {
       // The IPC channel is the child's lifeline: if this process dies, even by SIGKILL, the channel
       // closes and the consumer stops (see the `worker` command) instead of living on as an orphan.
