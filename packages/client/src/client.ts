@@ -2,20 +2,19 @@
  * Client: sends ECAPI 1.0 events to an ecapi-ingest service (POST /v1/events).
  *
  * send(events):
- * 1. prepares every event once (prepareEvents): optional hashing of plaintext identifiers, the
- *    client's data set filled in where absent, a generated UUIDv7 `id` where absent (so a retry can
- *    never create a second record), optional schema validation; then serializes it, once;
+ * 1. prepares every event once (prepareEvents, prepare-events.ts): optional hashing of plaintext
+ *    identifiers, the client's data set filled in where absent, a generated UUIDv7 `id` where
+ *    absent (so a retry can never create a second record), optional schema validation; then
+ *    serializes it, once;
  * 2. packs the serialized events into as few requests as the limits allow (1,000 events, 1 MiB);
  * 3. signs each body's exact bytes and sends those same bytes, with bounded concurrency over a
  *    keep-alive connection pool (undici);
- * 4. follows the spec's retry guidance (see retry.ts) and returns one result per input event.
+ * 4. follows the spec's retry guidance (see retry.ts) and returns one result per input event
+ *    (send-result.ts).
  */
 import { Agent, type Dispatcher } from 'undici';
-import { EVENTS_PATH, EventErrors, HEADER_DATA_SET, HEADER_KEY_ID, HEADER_REQUEST_ID, HEADER_SIGNATURE, eventErrorOf, signBody } from './protocol.js';
-import type { EcapiEvent } from './event-types.generated.js';
-import { hashEvent, type HashOptions, type PlaintextEvent } from './hash-event.js';
-import { NormalizationError } from './normalize.js';
-import { buildBody, packLimits, planRequests, type PackLimits, type PlannedRequest } from './pack.js';
+import { EVENTS_PATH, HEADER_DATA_SET, HEADER_KEY_ID, HEADER_REQUEST_ID, HEADER_SIGNATURE, eventErrorOf, signBody } from './protocol.js';
+import { buildBody, packLimits, type PlannedRequest } from './pack.js';
 import {
   DEFAULT_BACKOFF,
   backoffDelayMs,
@@ -26,34 +25,10 @@ import {
   type BackoffOptions,
 } from './retry.js';
 import { refusalOf, type DeliveryFailure, type Rejection } from './send-errors.js';
-import { uuidv7 } from './uuid.js';
-import { validateEvent } from './validate.js';
+import { isPlainObject, prepareEvents, type EventInput, type PlaintextEventInput, type PrepareOptions, type PreparedEvents } from './prepare-events.js';
+import type { EventResult, RetryInfo, SendProgress, SendResult } from './send-result.js';
 
 export const CLIENT_VERSION = '0.1.0';
-
-/** Members the client fills in: `data_set_id` (the client's data set) and `id` (a UUIDv7). */
-type ClientFilled = 'data_set_id' | 'id';
-/**
- * An event as given to send(): an ECAPI 1.0 event whose `data_set_id` and `id` may be left out.
- * Closed like the schema: a misspelt member or event type does not compile.
- */
-export type EventInput = Omit<EcapiEvent, ClientFilled> & Partial<Pick<EcapiEvent, ClientFilled>>;
-/** The same with plaintext identifiers, for `hash: true` (hashEvent's input). */
-export type PlaintextEventInput = Omit<PlaintextEvent, ClientFilled> & Partial<Pick<EcapiEvent, ClientFilled>>;
-
-export interface PrepareOptions {
-  /** The data set the events go to; filled in where an event has no data_set_id. */
-  readonly dataSetId: string;
-  /** Give events without an `id` a UUIDv7, so retries can never duplicate them (default true). */
-  readonly generateIds?: boolean;
-  /** Validate against the ECAPI 1.0 schema before sending (default true). */
-  readonly validate?: boolean;
-  /** Hash plaintext identifiers first (hashEvent); `true` or hashing options (default false). */
-  readonly hash?: boolean | HashOptions;
-  /** Limits per request (default and maximum: 1,000 events, 1,048,576 bytes). */
-  readonly maxEventsPerRequest?: number;
-  readonly maxBodyBytes?: number;
-}
 
 export interface ClientOptions extends PrepareOptions {
   /** Base URL of the service, like `https://ingest.example.com` (the client POSTs to `<baseUrl>/v1/events`). */
@@ -83,170 +58,6 @@ export interface ClientOptions extends PrepareOptions {
   readonly onRetry?: (retry: RetryInfo) => void;
   /** For tests: the random source of the jitter. */
   readonly random?: () => number;
-}
-
-export interface AcceptedEvent {
-  readonly status: 'accepted';
-  /** Position in the array given to send(). */
-  readonly index: number;
-  /** The event's id (generated when it had none), or null. */
-  readonly id: string | null;
-  readonly requestId: string | undefined;
-}
-
-export interface RejectedEvent {
-  readonly status: 'rejected';
-  readonly index: number;
-  readonly id: string | null;
-  /** The service's per-event error, or the local validation/normalization error, as {code, message}. */
-  readonly error: Rejection;
-  /** The HTTP status that rejected it, or null when it was rejected before sending. */
-  readonly httpStatus: number | null;
-  readonly requestId: string | undefined;
-  /** The event as it was (or would have been) sent: hashed, with its id. Resend this after fixing it. */
-  readonly event: EcapiEvent;
-}
-
-export interface UndeliverableEvent {
-  readonly status: 'undeliverable';
-  readonly index: number;
-  readonly id: string | null;
-  /** The last failure (`SERVER_ERROR` `500 ingest backend unavailable`, `NETWORK`, `TIMEOUT`), or the send's request-level failure. */
-  readonly error: DeliveryFailure;
-  /** Attempts made for this event's request (0: not sent, because the send had stopped). */
-  readonly attempts: number;
-  /** The event as sent, with its id: resending it later cannot create a duplicate. */
-  readonly event: EcapiEvent;
-}
-
-export type EventResult = AcceptedEvent | RejectedEvent | UndeliverableEvent;
-
-export interface SendTotals {
-  readonly total: number;
-  readonly accepted: number;
-  readonly rejected: number;
-  readonly undeliverable: number;
-  /** HTTP requests made, retries included. */
-  readonly requests: number;
-  readonly retries: number;
-}
-
-export interface SendProgress extends SendTotals {
-  /** Events with a final outcome so far. */
-  readonly done: number;
-  readonly elapsedMs: number;
-}
-
-export interface SendResult extends SendTotals {
-  /** One result per input event, in input order. */
-  readonly results: EventResult[];
-  readonly durationMs: number;
-  /** True when every event was accepted. */
-  readonly ok: boolean;
-  /**
-   * Set when the send stopped on a failure every request would meet (AUTHENTICATION,
-   * AUTHORIZATION, WRONG_URL, TLS, HOST_NOT_FOUND): reported once here; the events it stopped are
-   * undeliverable with this same error.
-   */
-  readonly failure: DeliveryFailure | undefined;
-}
-
-export interface RetryInfo {
-  readonly reason: 'server-error' | 'network-error' | 'rate-limited';
-  readonly status: number | null;
-  readonly error: DeliveryFailure;
-  /** The retry about to be made, from 1. */
-  readonly retry: number;
-  readonly delayMs: number;
-  /** Retry-After of a 429, in ms, when the service sent one. */
-  readonly retryAfterMs: number | undefined;
-  readonly events: number;
-}
-
-/** The outcome of preparing a batch of events: serialized events, local rejections, the request plan. */
-export interface PreparedEvents {
-  /** Serialized JSON of each event, by input index (undefined for events rejected locally). */
-  readonly serialized: (string | undefined)[];
-  /** The prepared event objects, by input index. */
-  readonly prepared: EcapiEvent[];
-  readonly ids: (string | null)[];
-  /** Events that failed preparation, with the reason. */
-  readonly rejected: RejectedEvent[];
-  /** Requests to send: `items` are input indexes. */
-  readonly requests: PlannedRequest[];
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/**
- * Prepares events for sending without any I/O: hashing, data set, ids, validation, serialization
- * (each event exactly once) and the packing plan. `send()` uses it; `--dry-run` is this alone.
- */
-export function prepareEvents(events: ReadonlyArray<EventInput | PlaintextEventInput>, options: PrepareOptions): PreparedEvents {
-  const limits: PackLimits = packLimits({ maxEvents: options.maxEventsPerRequest, maxBytes: options.maxBodyBytes });
-  const hashOptions: HashOptions | undefined = options.hash === true ? {} : options.hash === false || options.hash === undefined ? undefined : options.hash;
-  const generateIds = options.generateIds ?? true;
-  const validate = options.validate ?? true;
-  const n = events.length;
-  const serialized: (string | undefined)[] = new Array(n);
-  const prepared: EcapiEvent[] = new Array(n);
-  const ids: (string | null)[] = new Array(n);
-  const rejected: RejectedEvent[] = [];
-  const okIndexes: number[] = [];
-  const sizes: number[] = [];
-  const reject = (index: number, error: Rejection, event: unknown) => {
-    rejected.push({ status: 'rejected', index, id: ids[index] ?? null, error, httpStatus: null, requestId: undefined, event: event as EcapiEvent });
-  };
-  for (let i = 0; i < n; i++) {
-    // Typed callers cannot pass a non-object; parsed JSON (the CLI, casts) can, and is checked here.
-    const input: unknown = events[i];
-    ids[i] = isPlainObject(input) && typeof input.id === 'string' ? input.id : null;
-    prepared[i] = input as EcapiEvent;
-    if (!isPlainObject(input)) {
-      reject(i, { code: 'SCHEMA', message: EventErrors.SCHEMA.message('event must be a JSON object') }, input);
-      continue;
-    }
-    let event: Record<string, unknown> = input;
-    try {
-      if (hashOptions) event = hashEvent(event as PlaintextEvent, hashOptions) as unknown as Record<string, unknown>;
-    } catch (error) {
-      if (!(error instanceof NormalizationError)) throw error;
-      reject(i, { code: 'NORMALIZATION', message: `normalization failed: ${error.message}` }, event);
-      continue;
-    }
-    if (event.data_set_id === undefined) event = { data_set_id: options.dataSetId, ...event };
-    if (event.id === undefined && generateIds) {
-      event = { ...event, id: uuidv7() };
-    }
-    ids[i] = typeof event.id === 'string' ? event.id : null;
-    prepared[i] = event as unknown as EcapiEvent;
-    if (event.data_set_id !== options.dataSetId && typeof event.data_set_id === 'string') {
-      reject(i, EventErrors.INVALID_FIELD.error('data_set_id', `must equal the client's data set "${options.dataSetId}" (X-Service-Data-Set)`), event);
-      continue;
-    }
-    if (validate) {
-      const problem = validateEvent(event);
-      if (problem !== undefined) {
-        reject(i, problem, event);
-        continue;
-      }
-    }
-    const json = JSON.stringify(event);
-    serialized[i] = json;
-    okIndexes.push(i);
-    sizes.push(Buffer.byteLength(json, 'utf8'));
-  }
-  const plan = planRequests(sizes, limits);
-  for (const position of plan.oversize) {
-    const index = okIndexes[position]!;
-    serialized[index] = undefined;
-    reject(index, { code: 'EVENT_TOO_LARGE', message: `event exceeds ${limits.maxBytes} bytes serialized: payload exceeds 1 MB limit even on its own` }, prepared[index]);
-  }
-  rejected.sort((a, b) => a.index - b.index);
-  const requests = plan.requests.map((r) => ({ ...r, items: r.items.map((p) => okIndexes[p]!) }));
-  return { serialized, prepared, ids, rejected, requests };
 }
 
 interface MultiStatusBody {

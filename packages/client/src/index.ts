@@ -12,6 +12,8 @@ export * from './send-errors.js';
 export { uuidv7 } from './uuid.js';
 export { validateEvent } from './validate.js';
 export * from './client.js';
+export * from './send-result.js';
+export { prepareEvents, type EventInput, type PlaintextEventInput, type PrepareOptions, type PreparedEvents } from './prepare-events.js';
 export {
   MAX_BODY_BYTES,
   MAX_EVENTS_PER_REQUEST,

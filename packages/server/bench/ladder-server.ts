@@ -23,7 +23,8 @@
 import { createServer } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import pino from 'pino';
-import { buildServer, createPublicTlsServer } from '../src/http/public-server.js';
+import { buildServer } from '../src/http/public-server.js';
+import { createPublicTlsServer } from '../src/http/public-tls-server.js';
 import { openStorage } from '../src/storage/open-storage.js';
 import { CredentialCache } from '../src/control/credential-cache.js';
 import { loadTlsMaterial } from '../src/tls/tls-material.js';

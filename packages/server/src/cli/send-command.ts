@@ -1,10 +1,9 @@
 /**
  * `ecapi-ingest send`: sends events from an NDJSON or JSON file (or stdin) with the sender SDK
  * (@ecapi-ingest/client): hashing, validation, packing into 1,000-event / 1 MiB requests, signing,
- * retries. A live progress bar on a terminal, plain periodic lines otherwise (both on stderr), a
- * final summary (one JSON document on stdout with --json), and the exit codes of the README:
- * 0 all accepted, 1 some rejected, 2 usage error, 3 some undeliverable (retry later), 4 stopped by
- * a request-level failure (credentials, grant, URL, TLS trust), reported once with its fix.
+ * retries. A live progress bar on a terminal, plain periodic lines otherwise (both on stderr:
+ * send-progress.ts), a final summary (one JSON document on stdout with --json) and the exit codes
+ * of the README (send-summary.ts). The input and its line numbers: send-input.ts.
  *
  * Counts agree everywhere: a line that is not JSON is reported on stderr with its line number and
  * counts as rejected from the first progress line to the summary.
@@ -14,7 +13,7 @@
  * `send --demo` uses the demo data set's key of a local `npm start` server, read from the control
  * plane of the data dir (this machine holds the master key).
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import type { DeliveryFailure, EventInput, EventResult, SendProgress, SendTotals } from '@ecapi-ingest/client';
@@ -22,6 +21,12 @@ import { DEFAULT_PORTS } from '../config.js';
 import { DEMO_DATA_SET } from '../demo.js';
 import { CliError, UsageError } from './cli-io.js';
 import type { CliContext } from './cli-context.js';
+import { formatOf, parseInput, readStdin, type InputRecord } from './send-input.js';
+import { num, progressLine } from './send-progress.js';
+import { MAX_PRINTED_PROBLEMS, reportSend, withParseFailures, writeRejects } from './send-summary.js';
+
+/** Where test/client/send-command.test.ts finds the progress line. */
+export { progressLine } from './send-progress.js';
 
 interface SendOptions {
   url?: string;
@@ -39,169 +44,7 @@ interface SendOptions {
   progress: boolean;
 }
 
-/** One input record: a parsed event, or a line that is not JSON. */
-interface InputRecord {
-  readonly line: number | null;
-  readonly event?: unknown;
-  readonly parseError?: string;
-  readonly raw?: string;
-}
-
-export const EXIT_REJECTED = 1;
-export const EXIT_UNDELIVERABLE = 3;
-export const EXIT_REQUEST_FAILURE = 4;
-/** Per-event problems printed on stderr before "see --rejects". */
-const MAX_PRINTED_PROBLEMS = 10;
-
-/** Parses NDJSON (one event per line) or JSON (an event, an array of events, or {"events": [...]}). */
-export function parseInput(text: string, format: 'ndjson' | 'json' | 'auto'): InputRecord[] {
-  const body = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
-  if (format !== 'ndjson') {
-    try {
-      const value = JSON.parse(body) as unknown;
-      if (Array.isArray(value)) return value.map((event) => ({ line: null, event }));
-      if (value && typeof value === 'object' && Array.isArray((value as { events?: unknown }).events) && Object.keys(value).length === 1) {
-        return ((value as { events: unknown[] }).events).map((event) => ({ line: null, event }));
-      }
-      return [{ line: null, event: value }];
-    } catch (error) {
-      if (format === 'json') throw new CliError(`input is not valid JSON: ${(error as Error).message}`);
-    }
-  }
-  const records: InputRecord[] = [];
-  const lines = body.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const raw = lines[i]!.trim();
-    if (raw === '') continue;
-    try {
-      records.push({ line: i + 1, event: JSON.parse(raw) as unknown });
-    } catch (error) {
-      records.push({ line: i + 1, parseError: `invalid JSON on line ${i + 1}: ${(error as Error).message}`, raw });
-    }
-  }
-  return records;
-}
-
-function formatOf(file: string): 'ndjson' | 'json' | 'auto' {
-  if (/\.(ndjson|jsonl)$/i.test(file)) return 'ndjson';
-  if (/\.json$/i.test(file)) return 'json';
-  return 'auto';
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
-}
-
 const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
-
-const num = (n: number) => n.toLocaleString('en-US');
-
-function duration(seconds: number): string {
-  if (!Number.isFinite(seconds)) return '--:--';
-  const s = Math.max(0, Math.round(seconds));
-  const h = Math.floor(s / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const ss = String(s % 60).padStart(2, '0');
-  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${ss}` : `${m}:${ss}`;
-}
-
-/** The progress numbers in order of importance: a narrow terminal drops them from the end. */
-function progressParts(p: SendProgress): string[] {
-  const seconds = p.elapsedMs / 1000;
-  const rate = seconds > 0 ? p.done / seconds : 0;
-  const eta = rate > 0 ? (p.total - p.done) / rate : Infinity;
-  return [
-    `${num(p.done)}/${num(p.total)} done`,
-    `${num(p.accepted)} accepted`,
-    `${num(p.rejected)} rejected`,
-    ...(p.undeliverable > 0 ? [`${num(p.undeliverable)} undeliverable`] : []),
-    ...(p.retries > 0 ? [`${num(p.retries)} retries`] : []),
-    `${num(Math.round(rate))} events/s`,
-    `ETA ${duration(eta)}`,
-  ];
-}
-
-const MIN_BAR = 10;
-const MAX_BAR = 30;
-
-/**
- * The progress line. Off a terminal (`bar: false`), every number on one plain line. On a terminal,
- * a bar and as many numbers as fit in `columns - 1` characters (the last column is left free: a
- * line that fills it wraps on some terminals, and the next `\r` would redraw only the wrapped
- * part, leaving a stale line per update). Every character is one column wide (ASCII digits and
- * words, U+2588/U+2591 blocks), so the string length is the display width.
- */
-export function progressLine(p: SendProgress, options: { bar: boolean; columns?: number | undefined }): string {
-  const parts = progressParts(p);
-  if (!options.bar) return `send: ${parts.join(', ')}`;
-  const max = Math.max(1, (options.columns ?? 80) - 1);
-  const fraction = p.total === 0 ? 1 : p.done / p.total;
-  const percent = `${String(Math.floor(fraction * 100)).padStart(3)}%`;
-  for (let n = parts.length; ; n--) {
-    const stats = parts.slice(0, n).join(', ');
-    const room = max - stats.length - percent.length - 4; // "[" "] " " "
-    if (room >= MIN_BAR || n === 0) {
-      const width = Math.max(0, Math.min(MAX_BAR, room));
-      const filled = Math.round(fraction * width);
-      const line = `[${'█'.repeat(filled)}${'░'.repeat(width - filled)}] ${percent} ${stats}`;
-      return line.length <= max ? line : line.slice(0, max);
-    }
-  }
-}
-
-/** The input's lines that are not JSON counted in: rejected, and done, before anything is sent. */
-function withParseFailures<T extends SendTotals & { done?: number }>(totals: T, parseFailures: number): T {
-  const counted = { ...totals, total: totals.total + parseFailures, rejected: totals.rejected + parseFailures };
-  if (totals.done !== undefined) counted.done = totals.done + parseFailures;
-  return counted;
-}
-
-const plural = (n: number, one: string, many: string) => `${num(n)} ${n === 1 ? one : many}`;
-
-/** One request-level failure, with what to change. */
-export function failureAdvice(failure: DeliveryFailure, context: { url: string; dataSet: string; caFile: string | undefined; caFound: boolean; dataDir: string }): string {
-  switch (failure.code) {
-    case 'TLS': {
-      const where = context.caFile === undefined
-        ? 'no CA certificate was given (only the system CAs are trusted)'
-        : context.caFound ? `the CA certificate ${context.caFile} did not sign the server's certificate`
-          : `no CA certificate at ${context.caFile} (looked up under --data-dir ${context.dataDir})`;
-      return `TLS: the server's certificate is not trusted (${failure.errorCode ?? failure.message}): ${where}. ` +
-        `Pass --ca <file> with the server's certificate (a local server's is <data-dir>/tls/localhost-cert.pem), or --data-dir <the server's data dir>`;
-    }
-    case 'AUTHENTICATION':
-      return `authentication failed: ${failure.message}. Check ECAPI_KEY_ID and ECAPI_SECRET (--key-id, --secret): an active key id and its current secret, exactly as issued`;
-    case 'AUTHORIZATION':
-      return `not authorized: ${failure.message}. The key has no grant for data set "${context.dataSet}": check ECAPI_DATA_SET (--data-set), or have the operator grant the key that data set`;
-    case 'WRONG_URL':
-      return `wrong URL: ${failure.message}. Nothing answers POST ${context.url.replace(/\/+$/, '')}/v1/events: check ECAPI_URL (--url), the service's base URL without /v1/events`;
-    case 'HOST_NOT_FOUND':
-      return `host not found: ${failure.message}. Check ECAPI_URL (--url)`;
-    default:
-      return failure.message;
-  }
-}
-
-function summaryJson(totals: SendTotals, extra: { durationMs: number; dryRun: boolean; rejectsFile: string | null; url: string | null; dataSet: string }) {
-  const seconds = extra.durationMs / 1000;
-  return {
-    ok: totals.accepted === totals.total,
-    dry_run: extra.dryRun,
-    url: extra.url,
-    data_set: extra.dataSet,
-    total: totals.total,
-    accepted: totals.accepted,
-    rejected: totals.rejected,
-    undeliverable: totals.undeliverable,
-    requests: totals.requests,
-    retries: totals.retries,
-    duration_ms: extra.durationMs,
-    events_per_second: seconds > 0 ? Math.round(totals.total / seconds) : null,
-    rejects_file: extra.rejectsFile,
-  };
-}
 
 export function registerSendCommand(program: Command, ctx: CliContext): void {
   program
@@ -392,65 +235,11 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
       const allTotals = withParseFailures(totals, parseFailures);
 
       let rejectsFile: string | null = null;
-      if (opts.rejects !== undefined) {
-        rejectsFile = resolve(opts.rejects);
-        const lines: string[] = [];
-        for (const r of parseProblems) lines.push(JSON.stringify({ line: r.line, status: 'rejected', id: null, code: 'INVALID_JSON', error: r.parseError, raw: r.raw }));
-        for (const r of results) {
-          if (r.status === 'accepted') continue;
-          lines.push(JSON.stringify({
-            line: lineOf(r.index),
-            index: r.index,
-            status: r.status,
-            id: r.id,
-            code: r.error.code,
-            error: r.error.message,
-            ...(r.status === 'rejected' ? { http_status: r.httpStatus } : { attempts: r.attempts }),
-            event: r.event,
-          }));
-        }
-        writeFileSync(rejectsFile, lines.length > 0 ? lines.join('\n') + '\n' : '');
-      }
+      if (opts.rejects !== undefined) rejectsFile = writeRejects(opts.rejects, parseProblems, results, lineOf);
 
-      const advice = failure === undefined ? undefined
-        : failureAdvice(failure, { url: url!, dataSet, caFile, caFound, dataDir: g.dataDir });
-      const summary = {
-        ...summaryJson(allTotals, { durationMs, dryRun: opts.dryRun, rejectsFile, url: opts.dryRun ? null : url!, dataSet }),
-        failure: failure === undefined ? null : { code: failure.code, http_status: failure.httpStatus, message: advice },
-        ...(opts.demo ? { event_id: demoId } : {}),
-      };
-      if (g.json) {
-        ctx.out(JSON.stringify(summary));
-      } else if (opts.dryRun) {
-        ctx.out(`dry run: ${num(summary.total)} events, ${num(summary.accepted)} valid, ${num(summary.rejected)} invalid; would send ${num(summary.requests)} requests`);
-      } else {
-        const seconds = (durationMs / 1000).toFixed(1);
-        ctx.out(
-          `${plural(summary.total, 'event', 'events')} in ${seconds} s: ${num(summary.accepted)} accepted, ${num(summary.rejected)} rejected, ${num(summary.undeliverable)} undeliverable; ` +
-            `${plural(summary.requests, 'request', 'requests')}, ${plural(summary.retries, 'retry', 'retries')}`,
-        );
-        if (demoId !== null) {
-          ctx.out(`event id: ${demoId}\nSee it in the merged view in a moment: npx ecapi-ingest events get ${dataSet} ${demoId}`);
-        }
-      }
-      // Under a request-level failure every undeliverable event has that one error: said once, below.
-      const problems = results.filter((r): r is Exclude<EventResult, { status: 'accepted' }> =>
-        r.status === 'rejected' || (r.status === 'undeliverable' && failure === undefined));
-      for (const r of problems.slice(0, MAX_PRINTED_PROBLEMS)) {
-        const line = lineOf(r.index);
-        stderr.write(`  ${line !== null ? `line ${line}` : `event ${r.index}`}${r.id ? ` (id ${r.id})` : ''}: ${r.status}: ${r.error.message}\n`);
-      }
-      if (problems.length > MAX_PRINTED_PROBLEMS) stderr.write(`  … and ${num(problems.length - MAX_PRINTED_PROBLEMS)} more${rejectsFile ? ` (see ${rejectsFile})` : ' (--rejects FILE writes them all)'}\n`);
-      if (failure !== undefined) {
-        // One request-level failure: said once, with its fix; never as N per-event errors.
-        stderr.write(`error: ${advice}. Nothing more was sent: ${num(allTotals.undeliverable)} events not delivered${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them after the fix, their ids are kept\n`);
-        ctx.setExitCode(EXIT_REQUEST_FAILURE);
-      } else if (allTotals.undeliverable > 0) {
-        stderr.write(`error: ${num(allTotals.undeliverable)} events undeliverable, ${num(allTotals.rejected)} rejected${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them later, their ids are kept\n`);
-        ctx.setExitCode(EXIT_UNDELIVERABLE);
-      } else if (allTotals.rejected > 0) {
-        stderr.write(`error: ${num(allTotals.rejected)} events ${opts.dryRun ? 'invalid' : 'rejected'}${rejectsFile ? ` (see ${rejectsFile})` : ''}\n`);
-        ctx.setExitCode(EXIT_REJECTED);
-      }
+      reportSend(ctx, {
+        json: g.json, dryRun: opts.dryRun, demo: opts.demo, totals: allTotals, durationMs, results, lineOf, rejectsFile, failure,
+        url, dataSet, caFile, caFound, dataDir: g.dataDir, demoId,
+      });
     });
 }

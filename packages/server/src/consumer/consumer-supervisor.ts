@@ -40,9 +40,13 @@ export function startConsumerSupervisor(options: {
     restartTimer = null;
     if (stopping) return;
     const startedAt = Date.now();
-    // A larger young generation: a batch allocates tens of MB of short-lived objects; scavenging
-    // them less often saves ~15% of the consumer's CPU (its partition threads set the same).
-    const proc = spawn(process.execPath, ['--max-semi-space-size=32', bin, '--data-dir', options.dataDir, '--env', options.env, 'worker'], {
+    // The consumer's main thread, a small young generation: V8's default semi-space on a large
+    // machine is 64 MB, and 32 made the consumer the node's largest process. With the default P > 1
+    // it only hands out steps and runs the partitions' checkpoints (their threads set their own,
+    // sqlite-partitions.ts); with --view-partitions 1 it applies the batches, and 8 MB against 32
+    // still showed no CPU cost per event there, for ~70 MB less peak RSS (issue 17, bench/README.md
+    // "Memory per process").
+    const proc = spawn(process.execPath, ['--max-semi-space-size=8', bin, '--data-dir', options.dataDir, '--env', options.env, 'worker'], {
       // The IPC channel is the child's lifeline: if this process dies, even by SIGKILL, the channel
       // closes and the consumer stops (see the `worker` command) instead of living on as an orphan.
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

@@ -27,6 +27,9 @@ export interface SqlitePartitionsOptions {
   readonly windows: () => readonly [string, number][];
 }
 
+/** Young generation of each partition thread (V8 `resourceLimits.maxYoungGenerationSizeMb`). */
+export const PARTITION_THREAD_YOUNG_GENERATION_MB = 32;
+
 /** A partition applied in a worker thread. */
 class ThreadPartition implements PartitionStepper {
   readonly name: string;
@@ -46,9 +49,11 @@ class ThreadPartition implements PartitionStepper {
     if (this.#worker) return this.#worker;
     const worker = new Worker(new URL('./sqlite-partition-thread.js', import.meta.url), {
       workerData: this.#data,
-      // A larger young generation: a batch allocates tens of MB of short-lived objects, and
-      // scavenging them less often saves ~15% of the CPU.
-      resourceLimits: { maxYoungGenerationSizeMb: 96 },
+      // The young generation is a large share of a partition thread's memory: V8's default on a large
+      // machine is two 64 MB semi-spaces; 96 MB (32 MB semi-spaces) made the consumer the node's
+      // largest process (issue 17). 32 MB showed no CPU cost per event against 96 (bench/README.md,
+      // "Memory per process").
+      resourceLimits: { maxYoungGenerationSizeMb: PARTITION_THREAD_YOUNG_GENERATION_MB },
     });
     worker.on('message', (message: { id: number; result?: StepResult; error?: string }) => {
       const pending = this.#pending.get(message.id);

@@ -1,36 +1,27 @@
 /**
- * The public port: POST /v1/events over TLS 1.3, HTTP/2 and HTTP/1.1 offered through ALPN.
+ * The public port's request handler: POST /v1/events over TLS 1.3, HTTP/2 and HTTP/1.1 offered
+ * through ALPN (the TLS server, its timeouts and connection tracking: public-tls-server.ts).
  *
  * Bare node:http2 (with allowHTTP1), no framework, by measured choice: this is the hot path.
  * buildServer() returns a server that is not listening; the caller listens and closes.
  *
  * Hazards handled here (the threat model and every bound: docs/SECURITY.md):
- * - TLS: plain HTTP or TLS < 1.3 never reaches a handler, the handshake fails first. A connection
- *   must finish its handshake within handshakeTimeoutMs (a constructor option: Node ignores it
- *   when set afterwards), and at most maxPendingHandshakes connections may be mid-handshake: past
- *   that the oldest is dropped, so silent sockets cannot pile up and cannot lock out real clients
- *   (a real handshake takes one round trip, an attacker would have to open that many in that time).
  * - The request head is judged before any body byte is read or budgeted: no Host (HTTP/1.1) or
  *   :authority (HTTP/2), the gateway, pre-auth shedding, Content-Length over the limit, a body
  *   coding we would not decode, and everything authentication can refuse without the body (Bearer,
  *   missing or malformed headers, unknown or revoked key), with the same answers and in the same
- *   order as after the body. Such an answer ends the exchange (below).
+ *   order as after the body. Such an answer ends the exchange (early-answer.ts).
  * - Bodies: the body budget (body-budget.ts) is reserved when the first body bytes arrive, never
  *   for a head alone (a body already whole in memory never waits); connections that have not yet
- *   authenticated a request share a quarter of it.
- *   A body must keep arriving: no bytes for bodyIdleTimeoutMs (from the head, or between chunks)
- *   and the request is dropped; an untrusted body must also average minBodyBytesPerSecond after
- *   that grace. One sweep every SWEEP_MS checks them all (no timer per request). A chunked body
- *   is counted as it streams and refused the moment it passes 1 MiB.
- * - Ending an exchange early: the response says `Connection: close` (HTTP/1.1) and the socket is
- *   half-closed once it is written, then destroyed a second later (so the answer is not lost to a
- *   reset while the client still writes); requests pipelined behind it are never processed. On
- *   HTTP/2 the stream is closed with NO_ERROR, the session lives on.
- * - Slow clients: headers must arrive within headersTimeoutMs and the whole request within
- *   requestTimeoutMs, else the connection or stream is destroyed; idle keep-alive connections are
- *   closed after keepAliveTimeoutMs.
+ *   authenticated a request share a quarter of it. A body must keep arriving (body-sweep.ts: one
+ *   sweep, no timer per request). A chunked body is counted as it streams and refused the moment
+ *   it passes 1 MiB.
+ * - Per request: the closures below and one BodyWatch, nothing more; helpers of other modules are
+ *   called only on early answers and once per sweep.
+ * - Shutdown: HTTP/2 sessions get GOAWAY and finish their streams; HTTP/1.1 connections end when
+ *   idle, busy ones after their response (which then carries Connection: close).
  */
-import { constants as h2, createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Session } from 'node:http2';
+import type { Http2SecureServer, Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
@@ -45,29 +36,11 @@ import { refusalBeforeBody } from '../auth/request-authenticator.js';
 import { BodyBudget, CHUNKED_RESERVATION, type BodyReservation } from './body-budget.js';
 import { bodyEncodingRefusal } from './media-types.js';
 import { handleEventsRequest, requestErrorOutcome, type EventsOutcome, type EventsRequestDeps } from './events-request.js';
+import { createPublicTlsServer, type PublicServerConfig } from './public-tls-server.js';
+import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_MIN_BODY_BYTES_PER_SECOND, SWEEP_MS, sweepBodies, type BodySweepLimits, type BodyWatch } from './body-sweep.js';
+import { closeAfterResponse } from './early-answer.js';
 
-export interface PublicServerConfig {
-  readonly cert: string;
-  readonly key: string;
-  readonly headersTimeoutMs?: number;
-  readonly requestTimeoutMs?: number;
-  readonly keepAliveTimeoutMs?: number;
-  /** A TLS handshake must complete within this; default 10 s. */
-  readonly handshakeTimeoutMs?: number;
-  /** Connections still in their TLS handshake; past this the oldest is dropped. Default 1024. */
-  readonly maxPendingHandshakes?: number;
-  /** Request-body bytes this process holds at once (body-budget.ts); default 16 MiB. */
-  readonly bodyBudgetBytes?: number;
-  /** A request whose body sends nothing for this long (after its head, or between chunks) is dropped; default 10 s. */
-  readonly bodyIdleTimeoutMs?: number;
-  /** An untrusted body must average this many bytes per second after bodyIdleTimeoutMs; default 64 KiB/s, 0 turns it off. */
-  readonly minBodyBytesPerSecond?: number;
-}
-
-export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
-export const DEFAULT_MAX_PENDING_HANDSHAKES = 1024;
-export const DEFAULT_BODY_IDLE_TIMEOUT_MS = 10_000;
-export const DEFAULT_MIN_BODY_BYTES_PER_SECOND = 64 * 1024;
+export type { PublicServerConfig } from './public-tls-server.js';
 
 export interface PublicServerDeps extends EventsRequestDeps {
   readonly logger: Logger;
@@ -77,10 +50,6 @@ export interface PublicServerDeps extends EventsRequestDeps {
 
 /** Bodies declared at least this large are read into one preallocated buffer. */
 const PREALLOCATE_FROM = 16 * 1024;
-/** How often body deadlines are checked. */
-const SWEEP_MS = 500;
-/** After an early answer, how long the socket still reads (and drops) what the client sends before it is destroyed. */
-const LINGER_MS = 1000;
 const EMPTY_BODY = Buffer.alloc(0);
 
 type Request = IncomingMessage | Http2ServerRequest;
@@ -90,27 +59,6 @@ export interface PublicServer {
   readonly server: Http2SecureServer;
   /** Stop accepting, let in-flight requests finish, close idle connections; resolves when all are closed. */
   shutdown(graceMs?: number): Promise<void>;
-}
-
-/** A body being waited for or read, as the sweep sees it: one object per request, no timer each. */
-interface BodyWatch {
-  readonly req: Request;
-  readonly requestId: string;
-  readonly address: string;
-  readonly untrusted: boolean;
-  /** Coarse clock (ms) when the head was handled. */
-  readonly startedAt: number;
-  /** Last time body bytes came in (or the head, or the budget admitted it). */
-  lastDataAt: number;
-  /** When the budget admitted it; 0 before. */
-  admittedAt: number;
-  bytes: number;
-  /** Waiting for the body budget: the pause is ours, not the client's. */
-  paused: boolean;
-  /** HTTP/1.1, while paused: bytes Node buffered behind the pause when last looked at. */
-  buffered: number;
-  /** While paused: admits the request now (its body turned out to be whole in memory). */
-  admitNow: (() => void) | null;
 }
 
 function send(res: Response, status: number, body: string, requestId: string, extra?: Record<string, string>): void {
@@ -124,108 +72,9 @@ function send(res: Response, status: number, body: string, requestId: string, ex
   res.end(body);
 }
 
-/**
- * Replaces the socket's destroySoon(), which node:http calls once a `Connection: close` response is
- * written: half-close, keep reading (and dropping) for LINGER_MS, then destroy. An immediate destroy
- * with unread input makes the kernel reset the connection, and the reset can discard the answer
- * before the client reads it.
- */
-function lingerThenDestroy(this: Socket): void {
-  this.end();
-  setTimeout(() => this.destroy(), LINGER_MS).unref();
-}
-
 function missingHost(req: Request): boolean {
   const headers = req.headers;
   return headers.host === undefined && ('stream' in req ? headers[':authority'] === undefined : true);
-}
-
-/** The TLS server of the public port and the connections it tracks (for shutdown). */
-export interface PublicTlsServer {
-  readonly server: Http2SecureServer;
-  /** TLS sockets past their handshake. */
-  readonly sockets: Set<Socket>;
-  /** HTTP/1.1 sockets: requests under way on each. */
-  readonly active: Map<Socket, number>;
-  /** HTTP/2 sessions. */
-  readonly sessions: Set<ServerHttp2Session>;
-}
-
-/**
- * The node:http2 secure server (TLS 1.3, ALPN h2 and http/1.1) with the public port's timeouts and
- * connection tracking (handshake bound, sockets, sessions), without a request handler: buildServer
- * adds it. Separate so that the bench's ablation ladder (bench/ladder-server.ts) can price this
- * server alone under the reference's handler.
- */
-export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServer {
-  const headersTimeoutMs = config.headersTimeoutMs ?? 10_000;
-  const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
-  const keepAliveTimeoutMs = config.keepAliveTimeoutMs ?? 65_000;
-  const maxPendingHandshakes = config.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES;
-  const server = createSecureServer({
-    // Node >= 24 refuses an HTTP/1.1 request without Host itself, with a bare 400 and no body (Node
-    // 20 and 22 let it through): we answer it in the request handler, with the reason, on every version.
-    ...({ requireHostHeader: false } as object),
-    cert: config.cert,
-    key: config.key,
-    allowHTTP1: true,
-    minVersion: 'TLSv1.3',
-    maxVersion: 'TLSv1.3',
-    ALPNProtocols: ['h2', 'http/1.1'],
-    settings: { maxConcurrentStreams: 256 },
-    // A client that connects and never completes the handshake is dropped. Only read at construction.
-    handshakeTimeout: config.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
-  });
-  // HTTP/1.1 side (allowHTTP1 routes those connections through node:http's machinery).
-  const http1 = server as unknown as {
-    headersTimeout: number;
-    requestTimeout: number;
-    keepAliveTimeout: number;
-    connectionsCheckingInterval: number;
-  };
-  // Node enforces the HTTP/1.1 headers timeout only when it sweeps its connection list, every
-  // 30 s by default: a header trickle would live 30 s instead of headersTimeoutMs. Sweep every second.
-  http1.connectionsCheckingInterval = Math.min(1000, headersTimeoutMs);
-  http1.headersTimeout = headersTimeoutMs;
-  http1.requestTimeout = requestTimeoutMs;
-  http1.keepAliveTimeout = keepAliveTimeoutMs;
-  // Idle TLS connections (including HTTP/2 sessions without streams) are closed after this.
-  server.setTimeout(keepAliveTimeoutMs);
-
-  // Connections mid-handshake, oldest first (a Map keeps insertion order), by peer address and port.
-  const handshaking = new Map<string, Socket>();
-  server.on('connection', (raw: Socket) => {
-    const id = `${raw.remoteAddress}|${raw.remotePort}`;
-    handshaking.set(id, raw);
-    raw.once('close', () => {
-      if (handshaking.get(id) === raw) handshaking.delete(id);
-    });
-    if (handshaking.size > maxPendingHandshakes) {
-      const [oldestId, oldest] = handshaking.entries().next().value as [string, Socket];
-      handshaking.delete(oldestId);
-      oldest.destroy();
-    }
-  });
-
-  const sockets = new Set<Socket>();
-  const active = new Map<Socket, number>();
-  server.on('secureConnection', (socket: TLSSocket) => {
-    handshaking.delete(`${socket.remoteAddress}|${socket.remotePort}`);
-    sockets.add(socket);
-    socket.on('close', () => {
-      sockets.delete(socket);
-      active.delete(socket);
-    });
-  });
-  server.on('tlsClientError', () => {
-    // Handshake failures (plain HTTP, TLS 1.2 clients, scanners, timeouts): nothing to answer, nothing to log per event.
-  });
-  const sessions = new Set<ServerHttp2Session>();
-  server.on('session', (session) => {
-    sessions.add(session);
-    session.on('close', () => sessions.delete(session));
-  });
-  return { server, sockets, active, sessions };
 }
 
 export function buildServer(config: PublicServerConfig, deps: PublicServerDeps): PublicServer {
@@ -245,47 +94,10 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   let shuttingDown = false;
 
   /** Drops requests whose body stalls or crawls (and HTTP/2 streams past the request timeout). */
+  const sweepLimits: BodySweepLimits = { requestTimeoutMs, bodyIdleTimeoutMs, minBodyBytesPerSecond };
   const sweep = setInterval(() => {
     clock = performance.now();
-    for (const watch of watched) {
-      const h2req = 'stream' in watch.req;
-      let reason: string | null = null;
-      if (h2req && clock - watch.startedAt > requestTimeoutMs) reason = 'request timeout';
-      else if (watch.paused) {
-        // Waiting for the budget. On HTTP/1.1 Node keeps reading the socket into the paused request
-        // until its buffer is full, so the client's progress stays visible: a body that is whole by
-        // now is admitted (its bytes are in memory anyway); one whose buffer is not full and has not
-        // grown for the idle timeout is a stalled client, not our pause. (HTTP/2 shows no end of
-        // body while paused: a waiting stream is left to the request timeout.)
-        if (h2req) continue;
-        const req = watch.req as IncomingMessage;
-        if (req.complete) {
-          watch.admitNow?.();
-          continue;
-        }
-        if (req.readableLength !== watch.buffered) {
-          watch.buffered = req.readableLength;
-          watch.lastDataAt = clock;
-          continue;
-        }
-        if (req.readableLength >= req.readableHighWaterMark || clock - watch.lastDataAt <= bodyIdleTimeoutMs) continue;
-        reason = 'body idle timeout';
-      } else if (clock - watch.lastDataAt > bodyIdleTimeoutMs) reason = 'body idle timeout';
-      else if (
-        watch.untrusted && watch.admittedAt > 0 && minBodyBytesPerSecond > 0 &&
-        watch.bytes < ((clock - watch.admittedAt - bodyIdleTimeoutMs) / 1000) * minBodyBytesPerSecond
-      ) reason = 'body slower than the minimum rate';
-      if (reason === null) continue;
-      watched.delete(watch);
-      // The HTTP/1.1 request timeout is Node's own (no log line); these are ours.
-      deps.logger.info({ request_id: watch.requestId, dropped: reason, body_bytes: watch.bytes, http: watch.req.httpVersion }, 'request dropped');
-      if (reason !== 'request timeout') deps.failedAuth.recordFailure(watch.address);
-      if ('stream' in watch.req) {
-        if (!watch.req.stream.destroyed) watch.req.stream.close(h2.NGHTTP2_CANCEL);
-      } else {
-        watch.req.socket.destroy();
-      }
-    }
+    sweepBodies(watched, clock, sweepLimits, deps.logger, deps.failedAuth);
   }, SWEEP_MS);
   sweep.unref();
   server.on('close', () => clearInterval(sweep));
@@ -293,24 +105,6 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   server.on('session', (session) => {
     if (shuttingDown) session.close();
   });
-
-  /** Ends the exchange after this response without reading the rest of the request body. */
-  const closeAfterResponse = (req: Request, res: Response): void => {
-    if ('stream' in req) {
-      const stream = req.stream;
-      res.on('finish', () => {
-        if (!stream.destroyed) stream.close(h2.NGHTTP2_NO_ERROR);
-      });
-      return;
-    }
-    const socket = req.socket;
-    closing.add(socket);
-    // node:http sees our `Connection: close` and calls destroySoon() once the response is written.
-    (socket as Socket & { destroySoon(): void }).destroySoon = lingerThenDestroy;
-    res.on('finish', () => {
-      if (!socket.destroyed && socket.writable) lingerThenDestroy.call(socket);
-    });
-  };
 
   const logRequest = requestLineWriter(deps.logger);
   const finish = (req: Request, res: Response, requestId: string, started: number, outcome: EventsOutcome | { status: number }, extraHeaders?: Record<string, string>): void => {
@@ -352,7 +146,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
 
     /** Answers from the request head alone: the body is not read and the exchange ends. */
     const refuse = (error: RequestError, extra?: Record<string, string>): void => {
-      closeAfterResponse(req, res);
+      closeAfterResponse(req, res, closing);
       finish(req, res, requestId, started, requestErrorOutcome(error), extra);
     };
 
@@ -367,7 +161,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
       res.on('close', () => exchangeClosed(socket, isH2));
       const extra = gateway.errorType ? { 'x-amzn-errortype': gateway.errorType } : undefined;
       // The body of a request we don't serve is not read.
-      closeAfterResponse(req, res);
+      closeAfterResponse(req, res, closing);
       finish(req, res, requestId, started, { status: gateway.status, body: gateway.body, accepted: 0, rejected: 0 }, extra);
       return;
     }

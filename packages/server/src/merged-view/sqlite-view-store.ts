@@ -119,6 +119,9 @@ function byDataSet<T extends { dataSetId: string }>(items: readonly T[], keyOf: 
   return out;
 }
 
+/** SQLite page cache of each open view file, KiB (`PRAGMA cache_size` negative form). */
+export const VIEW_PAGE_CACHE_KB = 16_384;
+
 const byKey = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 const nodeOrder = (a: IdentityNode, b: IdentityNode) => byKey(a.dataSetId, b.dataSetId) || byKey(a.identityKey, b.identityKey);
 const linkOrder = (a: IdentifierLink, b: IdentifierLink) => byKey(a.dataSetId, b.dataSetId) || byKey(a.identifier, b.identifier);
@@ -141,8 +144,11 @@ export class SqliteViewStore implements ViewStore {
    */
   constructor(file: string, options: { autocheckpointPages?: number } = {}) {
     this.#db = openDatabase(file, VIEW_SCHEMA);
-    // A larger page cache: the consumer's working set is the recent records and identities.
-    this.#db.pragma('cache_size = -65536');
+    // Page cache per open view file: 16 MB. Lookups of random keys (sha256 identifiers, record ids)
+    // miss any cache smaller than the view, and a miss is a read from the OS's file cache: 64 MB
+    // per file showed no CPU gain per event against 16 MB and cost ~100 MB of the consumer's RSS
+    // with P = 2 (issue 17, bench/README.md "Memory per process").
+    this.#db.pragma(`cache_size = -${VIEW_PAGE_CACHE_KB}`);
     this.#db.pragma(`wal_autocheckpoint = ${options.autocheckpointPages ?? 65_536}`);
     const db = this.#db;
     this.#s = {

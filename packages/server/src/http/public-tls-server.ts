@@ -1,0 +1,130 @@
+/**
+ * The TLS server of the public port (node:http2 createSecureServer with allowHTTP1) and the
+ * connections it tracks, without a request handler: public-server.ts adds it. Separate so that
+ * the bench's ablation ladder (bench/ladder-server.ts) can price this server alone under the
+ * reference's handler.
+ *
+ * Invariants and hazards (the threat model and every bound: docs/SECURITY.md):
+ * - TLS 1.3 only: plain HTTP or TLS < 1.3 never reaches a handler, the handshake fails first.
+ * - A connection must finish its handshake within handshakeTimeoutMs (a constructor option: Node
+ *   ignores it when set afterwards), and at most maxPendingHandshakes connections may be
+ *   mid-handshake: past that the oldest is dropped, so silent sockets cannot pile up and cannot
+ *   lock out real clients (a real handshake takes one round trip, an attacker would have to open
+ *   that many in that time).
+ * - Slow clients: headers must arrive within headersTimeoutMs and the whole request within
+ *   requestTimeoutMs, else the connection or stream is destroyed; idle keep-alive connections are
+ *   closed after keepAliveTimeoutMs. Node checks the HTTP/1.1 headers timeout only when it sweeps
+ *   its connection list, so that sweep is made to run every second.
+ * - The socket, active-request and session sets are what shutdown() walks: a socket leaves them
+ *   only on 'close', so a graceful shutdown never misses a connection.
+ */
+import { createSecureServer, type Http2SecureServer, type ServerHttp2Session } from 'node:http2';
+import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+
+export interface PublicServerConfig {
+  readonly cert: string;
+  readonly key: string;
+  readonly headersTimeoutMs?: number;
+  readonly requestTimeoutMs?: number;
+  readonly keepAliveTimeoutMs?: number;
+  /** A TLS handshake must complete within this; default 10 s. */
+  readonly handshakeTimeoutMs?: number;
+  /** Connections still in their TLS handshake; past this the oldest is dropped. Default 1024. */
+  readonly maxPendingHandshakes?: number;
+  /** Request-body bytes this process holds at once (body-budget.ts); default 16 MiB. */
+  readonly bodyBudgetBytes?: number;
+  /** A request whose body sends nothing for this long (after its head, or between chunks) is dropped; default 10 s. */
+  readonly bodyIdleTimeoutMs?: number;
+  /** An untrusted body must average this many bytes per second after bodyIdleTimeoutMs; default 64 KiB/s, 0 turns it off. */
+  readonly minBodyBytesPerSecond?: number;
+}
+
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
+export const DEFAULT_MAX_PENDING_HANDSHAKES = 1024;
+
+/** The TLS server of the public port and the connections it tracks (for shutdown). */
+export interface PublicTlsServer {
+  readonly server: Http2SecureServer;
+  /** TLS sockets past their handshake. */
+  readonly sockets: Set<Socket>;
+  /** HTTP/1.1 sockets: requests under way on each. */
+  readonly active: Map<Socket, number>;
+  /** HTTP/2 sessions. */
+  readonly sessions: Set<ServerHttp2Session>;
+}
+
+/**
+ * The node:http2 secure server (TLS 1.3, ALPN h2 and http/1.1) with the public port's timeouts and
+ * connection tracking (handshake bound, sockets, sessions), without a request handler.
+ */
+export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServer {
+  const headersTimeoutMs = config.headersTimeoutMs ?? 10_000;
+  const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
+  const keepAliveTimeoutMs = config.keepAliveTimeoutMs ?? 65_000;
+  const maxPendingHandshakes = config.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES;
+  const server = createSecureServer({
+    // Node >= 24 refuses an HTTP/1.1 request without Host itself, with a bare 400 and no body (Node
+    // 20 and 22 let it through): we answer it in the request handler, with the reason, on every version.
+    ...({ requireHostHeader: false } as object),
+    cert: config.cert,
+    key: config.key,
+    allowHTTP1: true,
+    minVersion: 'TLSv1.3',
+    maxVersion: 'TLSv1.3',
+    ALPNProtocols: ['h2', 'http/1.1'],
+    settings: { maxConcurrentStreams: 256 },
+    // A client that connects and never completes the handshake is dropped. Only read at construction.
+    handshakeTimeout: config.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
+  });
+  // HTTP/1.1 side (allowHTTP1 routes those connections through node:http's machinery).
+  const http1 = server as unknown as {
+    headersTimeout: number;
+    requestTimeout: number;
+    keepAliveTimeout: number;
+    connectionsCheckingInterval: number;
+  };
+  // Node enforces the HTTP/1.1 headers timeout only when it sweeps its connection list, every
+  // 30 s by default: a header trickle would live 30 s instead of headersTimeoutMs. Sweep every second.
+  http1.connectionsCheckingInterval = Math.min(1000, headersTimeoutMs);
+  http1.headersTimeout = headersTimeoutMs;
+  http1.requestTimeout = requestTimeoutMs;
+  http1.keepAliveTimeout = keepAliveTimeoutMs;
+  // Idle TLS connections (including HTTP/2 sessions without streams) are closed after this.
+  server.setTimeout(keepAliveTimeoutMs);
+
+  // Connections mid-handshake, oldest first (a Map keeps insertion order), by peer address and port.
+  const handshaking = new Map<string, Socket>();
+  server.on('connection', (raw: Socket) => {
+    const id = `${raw.remoteAddress}|${raw.remotePort}`;
+    handshaking.set(id, raw);
+    raw.once('close', () => {
+      if (handshaking.get(id) === raw) handshaking.delete(id);
+    });
+    if (handshaking.size > maxPendingHandshakes) {
+      const [oldestId, oldest] = handshaking.entries().next().value as [string, Socket];
+      handshaking.delete(oldestId);
+      oldest.destroy();
+    }
+  });
+
+  const sockets = new Set<Socket>();
+  const active = new Map<Socket, number>();
+  server.on('secureConnection', (socket: TLSSocket) => {
+    handshaking.delete(`${socket.remoteAddress}|${socket.remotePort}`);
+    sockets.add(socket);
+    socket.on('close', () => {
+      sockets.delete(socket);
+      active.delete(socket);
+    });
+  });
+  server.on('tlsClientError', () => {
+    // Handshake failures (plain HTTP, TLS 1.2 clients, scanners, timeouts): nothing to answer, nothing to log per event.
+  });
+  const sessions = new Set<ServerHttp2Session>();
+  server.on('session', (session) => {
+    sessions.add(session);
+    session.on('close', () => sessions.delete(session));
+  });
+  return { server, sockets, active, sessions };
+}
