@@ -129,6 +129,32 @@ async function lagOf(adminPort: number): Promise<{ records: number; seconds: num
   return { records: value('ecapi_consumer_lag_records'), seconds: value('ecapi_consumer_lag_seconds') };
 }
 
+/** POSTs a signed body to /v1/events; `done` gets the status, or null and the error's message. */
+export function postBody(
+  agent: Agent,
+  port: number,
+  creds: { keyId: string; secret: string },
+  dataSetId: string,
+  body: Buffer,
+  done: (status: number | null, error?: string) => void,
+): void {
+  const req = httpsRequest(
+    {
+      host: '127.0.0.1', servername: 'localhost', port, agent, method: 'POST', path: '/v1/events',
+      headers: {
+        'content-type': 'application/json', accept: 'application/json', 'x-service-key-id': creds.keyId, 'x-service-data-set': dataSetId,
+        'x-service-signature': createHmac('sha256', creds.secret).update(body).digest('hex'), 'content-length': body.length,
+      },
+    },
+    (res) => {
+      res.resume();
+      res.on('end', () => done(res.statusCode ?? null));
+    },
+  );
+  req.on('error', (error) => done(null, error.message));
+  req.end(body);
+}
+
 export interface PipelineRun {
   readonly offered_events_per_second: number;
   readonly seconds_planned: number;
@@ -177,34 +203,15 @@ export async function runPipelineAt(eventsPerSecond: number, seconds: number, lo
   const started = performance.now();
 
   const send = (i: number) => {
-    const body = bodyOf(templates, i);
     inFlight++;
-    const req = httpsRequest(
-      {
-        host: '127.0.0.1', servername: 'localhost', port: server.port, agent, method: 'POST', path: '/v1/events',
-        headers: {
-          'content-type': 'application/json', accept: 'application/json', 'x-service-key-id': creds.keyId, 'x-service-data-set': DS,
-          'x-service-signature': createHmac('sha256', creds.secret).update(body).digest('hex'), 'content-length': body.length,
-        },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => {
-          inFlight--;
-          if (res.statusCode === 200) ok++;
-          else {
-            failed++;
-            firstFailure ||= `HTTP ${res.statusCode}`;
-          }
-        });
-      },
-    );
-    req.on('error', (error) => {
+    postBody(agent, server.port, creds, DS, bodyOf(templates, i), (status, error) => {
       inFlight--;
-      failed++;
-      firstFailure ||= error.message;
+      if (status === 200) ok++;
+      else {
+        failed++;
+        firstFailure ||= error ?? `HTTP ${status}`;
+      }
     });
-    req.end(body);
   };
 
   // Lag, every second, while the load runs.

@@ -10,10 +10,11 @@
  * Then the asynchronous side (issue 15): `consumer`, the consumer alone draining a backlog of
  * 1,000,000 realistic events (consumer-backlog.ts), and `pipeline`, `serve` with its consumer at
  * fixed offered rates, searching the highest rate the consumer keeps up with (balanced-pipeline.ts).
- * They write bench/results/consumer-last-run.* and pipeline-last-run.*.
+ * They write bench/results/consumer-last-run.* and pipeline-last-run.*. Then `lifecycle` (issue 23):
+ * the data dir's size at a fixed rate with a short retention (lifecycle-steady-state.ts).
  *
  * Env: BENCH_SECONDS (default 8) per measurement, BENCH_CONNECTIONS (50), BENCH_ONLY (comma list of
- * scenario names: single,batch100,batch1000,consumer,pipeline), BENCH_CONSUMER_EVENTS (1000000),
+ * scenario names: single,batch100,batch1000,consumer,pipeline,lifecycle), BENCH_CONSUMER_EVENTS (1000000),
  * BENCH_CONSUMER_MAX_SECONDS (900), and the BENCH_PIPELINE_* variables of balanced-pipeline.ts
  * (BENCH_PIPELINE_SECONDS=10 for a quick run).
  */
@@ -31,6 +32,7 @@ import { UNLIMITED } from './bench-service.js';
 import { processTree, sampleRss, treeRssMb } from './proc-stats.js';
 import { runConsumerScenario } from './consumer-backlog.js';
 import { searchPipeline } from './balanced-pipeline.js';
+import { runLifecycleBench } from './lifecycle-steady-state.js';
 import { ladderTable, runLadder } from './ladder.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -200,10 +202,32 @@ async function pipelineBench(): Promise<void> {
   writeFileSync(join(resultsDir(), 'pipeline-last-run.md'), `Run of ${new Date().toISOString()}\n\n${text}\n`);
 }
 
+async function lifecycleBench(): Promise<void> {
+  const r = await runLifecycleBench(log);
+  const mb = (b: number) => fmtN(b / 1e6, 1);
+  const lines = [
+    `Data lifecycle: \`serve\` (with its consumer), signed distinct 100-event batches (one hashed email each) at ${fmtN(r.offered_events_per_second)} events/s for ${r.seconds} s,`,
+    `view retention and queue retention ${r.retention} (retention rounds every 5 s); data dir size (allocated blocks) sampled every 5 s.`,
+    '',
+    `| events accepted | failed requests | bytes/event (at the first retention boundary) | steady-state size MB (last quarter) | growth first quarter (MB/s) | growth last quarter (MB/s) | records expired | retention transactions | mean / longest write-lock hold (ms) |`,
+    `|---:|---:|---:|---:|---:|---:|---:|---:|---:|`,
+    `| ${fmtN(r.events_accepted)} | ${fmtN(r.requests_failed)} | ${fmtN(r.bytes_per_event)} | ${mb(r.steady_state_bytes)} | ${fmtN(r.growth_bytes_per_second_first_quarter / 1e6, 3)} | ${fmtN(r.growth_bytes_per_second_last_quarter / 1e6, 3)} | ${fmtN(r.records_expired)} | ${fmtN(r.retention_transactions)} | ${fmtN(r.mean_retention_transaction_ms, 1)} / ${fmtN(r.longest_retention_transaction_ms, 1)} |`,
+    '',
+    `Size over time (s: MB): ${r.samples.filter((_, i) => i % 6 === 5).map((x) => `${x.t.toFixed(0)}: ${mb(x.bytes)}`).join(', ')}.`,
+    '',
+    `Machine: ${machine()}.`,
+  ];
+  const text = lines.join('\n');
+  process.stdout.write(`${text}\n`);
+  writeFileSync(join(resultsDir(), 'lifecycle-last-run.json'), JSON.stringify({ date: new Date().toISOString(), machine: machine(), ...r }, null, 2));
+  writeFileSync(join(resultsDir(), 'lifecycle-last-run.md'), `Run of ${new Date().toISOString()}\n\n${text}\n`);
+}
+
 async function main(): Promise<void> {
   if (SCENARIOS.length > 0 || LADDER) await ingestBench();
   if (!only || only.includes('consumer')) await consumerBench();
   if (!only || only.includes('pipeline')) await pipelineBench();
+  if (!only || only.includes('lifecycle')) await lifecycleBench();
 }
 
 async function ingestBench(): Promise<void> {

@@ -21,6 +21,7 @@ import type { RateLimiter } from './rate-limit/rate-limiter.js';
 import type { IngestOutcomeRecorder } from './analytics/ingest-outcome-recorder.js';
 import { BufferedOutcomeRecorder } from './analytics/buffered-outcome-recorder.js';
 import { registerConsumerLagGauges, StatsReader } from './analytics/stats-reader.js';
+import { DiskMonitor } from './lifecycle/disk-usage.js';
 import { LiveRecorder, startLiveLoop } from './observability/live-recorder.js';
 import { LiveStore } from './observability/live-store.js';
 import { createEventProcessor } from './validation/event-processor.js';
@@ -82,6 +83,12 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   );
   const statsReader = new StatsReader(storage);
   registerConsumerLagGauges(metrics.registry, statsReader);
+  // Bytes per store and free bytes on /metrics (every serving process: the primary's /metrics sums
+  // theirs, `max` keeps one); the low-space warning and the console in the process with the admin port.
+  const diskGauges = new DiskMonitor({ dataDir: config.dataDir, backend: storage.lifecycle(), logger });
+  diskGauges.registerGauges(metrics.registry);
+  const disk = role === 'single' ? diskGauges : null;
+  disk?.start();
   // Operator console: live figures from this process (test events only with --env test).
   const live = new LiveRecorder(metrics, { testEnvironment: config.env === 'test' });
   const liveStore = role === 'single' ? new LiveStore({ env: config.env }) : null;
@@ -129,6 +136,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
           processes: () => 1,
           liveStore: liveStore!,
           statsReader,
+          ...(disk ? { disk } : {}),
         })
       : null;
 
@@ -164,6 +172,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       await publicServer.shutdown();
       await queue.close();
       if (!options.outcomes) await outcomes.close();
+      disk?.stop();
       await statsReader.close();
       rateLimiter.close();
       failedAuth.close();

@@ -18,6 +18,7 @@ import type { ControlPlane, IssuedKey } from './control/control-plane.js';
 import { createDemoIfFresh } from './demo.js';
 import type { Logger } from './observability/logger.js';
 import type { LiveStore } from './observability/live-store.js';
+import type { DiskMonitor } from './lifecycle/disk-usage.js';
 import { openStorage } from './storage/open-storage.js';
 import type { Storage } from './storage/storage.js';
 import { loadTlsMaterial, type TlsMaterial } from './tls/tls-material.js';
@@ -70,6 +71,8 @@ export interface NodeAdminSources {
   readonly processes: () => number;
   readonly liveStore: LiveStore;
   readonly statsReader: StatsReader;
+  /** Free space, bytes per store, a data set's view (lifecycle/disk-usage.ts); the process with the admin port. */
+  readonly disk?: DiskMonitor;
 }
 
 export interface NodeAdmin {
@@ -96,6 +99,7 @@ export function buildNodeAdmin(config: ServeConfig, controlPlane: ControlPlane, 
         listDataSets: () => controlPlane.listDataSets(),
         listKeys: () => controlPlane.listKeys(),
         processes: sources.processes,
+        ...(sources.disk ? { disk: sources.disk } : {}),
       },
       readiness: sources.readiness,
     },

@@ -12,6 +12,7 @@ import type { Logger } from './observability/logger.js';
 import { openStorage } from './storage/open-storage.js';
 import { DEFAULT_BATCH_SIZE } from './consumer/view-consumer.js';
 import { MergeWindows } from './consumer/merge-windows.js';
+import { LifecycleRunner } from './lifecycle/lifecycle-runner.js';
 
 export interface ViewWorkerOptions {
   readonly dataDir: string;
@@ -29,6 +30,8 @@ export interface ViewWorkerOptions {
   readonly retentionMs?: number;
   /** How often retention runs (default one minute). */
   readonly retentionEveryMs?: number;
+  /** How often view retention runs (default one minute). */
+  readonly viewRetentionEveryMs?: number;
 }
 
 export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
@@ -36,18 +39,34 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
   try {
     const windows = new MergeWindows(storage.controlPlane());
     await windows.refresh();
-    await storage.runConsumer({
+    // View retention and deletion requests, beside the consumer (lifecycle/lifecycle-runner.ts); it
+    // stops with the worker, or when the consumer loop ends for any other reason (an error).
+    let endLifecycle!: () => void;
+    const consumerEnded = new Promise<void>((resolve) => (endLifecycle = resolve));
+    const lifecycle = new LifecycleRunner({
+      backend: storage.lifecycle(),
+      controlPlane: storage.controlPlane(),
       logger: options.logger,
-      stopped: options.stopped,
-      batchSize: options.batchSize ?? DEFAULT_BATCH_SIZE,
-      ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
-      ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
-      ...(options.retentionEveryMs !== undefined ? { retentionEveryMs: options.retentionEveryMs } : {}),
-      ...(options.viewPartitions !== undefined ? { viewPartitions: options.viewPartitions } : {}),
-      mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
-      mergeWindows: () => windows.entries(),
-      onTick: () => windows.refresh(),
+      ...(options.viewRetentionEveryMs !== undefined ? { retentionEveryMs: options.viewRetentionEveryMs } : {}),
     });
+    const lifecycleDone = lifecycle.run(Promise.race([options.stopped, consumerEnded]));
+    try {
+      await storage.runConsumer({
+        logger: options.logger,
+        stopped: options.stopped,
+        batchSize: options.batchSize ?? DEFAULT_BATCH_SIZE,
+        ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+        ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
+        ...(options.retentionEveryMs !== undefined ? { retentionEveryMs: options.retentionEveryMs } : {}),
+        ...(options.viewPartitions !== undefined ? { viewPartitions: options.viewPartitions } : {}),
+        mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
+        mergeWindows: () => windows.entries(),
+        onTick: () => windows.refresh(),
+      });
+    } finally {
+      endLifecycle();
+      await lifecycleDone;
+    }
   } finally {
     await storage.close();
     options.logger.info({ env: options.env }, 'consumer stopped');

@@ -53,6 +53,7 @@ export interface Overview {
     rate_limited: Record<string, number>;
   };
   consumer_lag: { records: number; seconds: number } | null;
+  storage: { free_bytes: number; total_bytes: number; low_space_percent: number; low: boolean; stores: Record<string, number> } | null;
   live_since: string;
   serving_processes: { reporting: number; with_traffic_last_hour: number };
 }
@@ -80,7 +81,7 @@ export interface KeyView {
 export interface DataSetRow {
   id: string;
   created_at: string;
-  policy: { consent: string; ip: string; pii_scan: string; max_age_seconds: number; merge_window_ms: number; merge_window_seconds: number; version: number };
+  policy: { consent: string; ip: string; pii_scan: string; max_age_seconds: number; merge_window_ms: number; merge_window_seconds: number; view_retention_ms: number; version: number };
   limits: { rps: number; burst_rps: number; burst_seconds: number; eps: number };
   keys: KeyView[];
   grants: string[];
@@ -106,6 +107,7 @@ export interface Rejection {
 
 export interface DataSetDetail extends DataSetRow {
   env: string;
+  storage: { records: number; event_bytes: number } | null;
   hours: { hour: string; events: number; by_event_type: Record<string, number>; accepted: number; rejected: number; rejections: Record<string, number> }[];
   last_24h: {
     since: string;

@@ -50,6 +50,7 @@ export function dataSetPage(id: string): Page {
         card('rejected-last-hour', 'Rejected (1 h)', fmt.int(live.last_hour.rejected), 'this node, live', live.last_hour.rejected > 0 ? 'warn' : undefined),
         card('rate-limit-hits', 'Rate-limit hits (1 h)', fmt.int(live.last_hour.rate_limited), `${fmt.int(live.rate_limited_since_start)} since start`, live.last_hour.rate_limited > 0 ? 'bad' : undefined),
         card('measurement-only', 'Measurement-only share', fmt.pct(d.last_24h.events === 0 ? null : d.last_24h.measurement_only_share), 'last 24 h'),
+        card('view-storage', 'Merged view', d.storage ? fmt.bytes(d.storage.event_bytes) : '–', d.storage ? `${fmt.int(d.storage.records)} records · retention ${fmt.duration(d.policy.view_retention_ms)}` : `retention ${fmt.duration(d.policy.view_retention_ms)}`),
       );
 
       // Hourly bars: one slot per hour of the last 24, empty hours included.

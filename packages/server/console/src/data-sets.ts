@@ -30,7 +30,7 @@ export function keyList(keys: KeyView[]): HTMLElement {
 
 export const limitsText = (l: DataSetRow['limits']) => `${fmt.int(l.rps)} req/s · burst ${fmt.int(l.burst_rps)} req/s for ${l.burst_seconds} s · ${fmt.int(l.eps)} events/s`;
 export const policyText = (p: DataSetRow['policy']) =>
-  `consent ${p.consent} · ip ${p.ip} · pii-scan ${p.pii_scan} · max age ${fmt.seconds(p.max_age_seconds)} · merge window ${fmt.duration(p.merge_window_ms)} (v${p.version})`;
+  `consent ${p.consent} · ip ${p.ip} · pii-scan ${p.pii_scan} · max age ${fmt.seconds(p.max_age_seconds)} · merge window ${fmt.duration(p.merge_window_ms)} · view retention ${fmt.duration(p.view_retention_ms)} (v${p.version})`;
 
 export function dataSetsPage(): Page {
   const body = h('div', { class: 'panel' });

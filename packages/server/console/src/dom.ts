@@ -29,6 +29,8 @@ export function replace(parent: Element, ...children: (Child | Child[])[]): void
 const integer = new Intl.NumberFormat('en-US');
 
 export const fmt = {
+  bytes: (n: number | null | undefined) =>
+    n === null || n === undefined ? '–' : n >= 1e9 ? `${(n / 1e9).toFixed(1)} GB` : n >= 1e6 ? `${(n / 1e6).toFixed(1)} MB` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} kB` : `${n} B`,
   int: (n: number | null | undefined) => (n === null || n === undefined ? '–' : integer.format(n)),
   rate: (n: number | null | undefined) => (n === null || n === undefined ? '–' : n >= 100 ? integer.format(Math.round(n)) : n.toFixed(n >= 10 ? 1 : 2)),
   ms: (n: number | null | undefined) => (n === null || n === undefined ? '–' : n >= 100 ? `${Math.round(n)} ms` : `${n.toFixed(n >= 10 ? 1 : 2)} ms`),

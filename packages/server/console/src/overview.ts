@@ -70,6 +70,13 @@ export function overviewPage(): Page {
         card('append-p50', 'Queue append p50', fmt.ms(o.queue_append_ms.p50), 'until fsynced'),
         card('append-p99', 'Queue append p99', fmt.ms(o.queue_append_ms.p99), 'until fsynced'),
         card('consumer-lag', 'Consumer lag', lag ? `${fmt.int(lag.records)} rec` : '–', lag ? `${lag.seconds.toFixed(1)} s behind` : 'consumer not reporting', lag && lag.seconds > 60 ? 'warn' : undefined),
+        card(
+          'free-space',
+          'Free disk space',
+          o.storage ? fmt.bytes(o.storage.free_bytes) : '–',
+          o.storage ? (o.storage.low ? `LOW: under ${o.storage.low_space_percent}% of ${fmt.bytes(o.storage.total_bytes)}` : `of ${fmt.bytes(o.storage.total_bytes)} · data ${fmt.bytes(Object.values(o.storage.stores).reduce((a, b) => a + b, 0))}`) : 'not reported',
+          o.storage?.low ? 'bad' : undefined,
+        ),
         card('requests-last-hour', 'Requests (1 h)', fmt.int(o.last_hour.requests)),
         card('accepted-last-hour', 'Events accepted (1 h)', fmt.int(o.last_hour.events_accepted)),
         card('rejected-last-hour', 'Events rejected (1 h)', fmt.int(o.last_hour.events_rejected)),

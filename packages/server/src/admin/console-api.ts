@@ -25,6 +25,7 @@ import { isoOrNull, parseDurationMs } from '../control/duration.js';
 import type { StatsDocument } from '../analytics/hourly.js';
 import { LIVE_WINDOW_MS, type LiveStore } from '../observability/live-stats.js';
 import type { AdminAuthGate } from './admin-guard.js';
+import type { DiskMonitor } from '../lifecycle/disk-usage.js';
 
 export interface ConsoleDeps {
   readonly env: string;
@@ -35,6 +36,8 @@ export interface ConsoleDeps {
   readonly listKeys: () => Promise<KeyRecord[]>;
   /** Serving processes of the node (the primary's workers, or 1). */
   readonly processes: () => number;
+  /** Disk usage (lifecycle/disk-usage.ts): free space, bytes per store, a data set's view records. */
+  readonly disk?: Pick<DiskMonitor, 'usage' | 'dataSet'>;
   /** Where the built console lives (default: dist/console next to dist/src). */
   readonly assetsDir?: string;
 }
@@ -246,6 +249,7 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
       checks: readiness.checks,
       ...deps.live.overview(),
       consumer_lag: lag ? { records: lag.lag_records, seconds: lag.lag_seconds } : null,
+      storage: (await deps.disk?.usage().catch(() => null)) ?? null,
     };
   });
 
@@ -279,6 +283,7 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
         // Exact in milliseconds; the seconds figure is kept for older readers (fractional below 1 s).
         merge_window_ms: ds.policy.mergeWindowMs,
         merge_window_seconds: ds.policy.mergeWindowMs / 1000,
+        view_retention_ms: ds.policy.viewRetentionMs,
         version: ds.policy.version,
       },
       limits: { rps: ds.limits.rps, burst_rps: ds.limits.burstRps, burst_seconds: ds.limits.burstSeconds, eps: ds.limits.eps },
@@ -312,6 +317,7 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
     return {
       env: deps.env,
       ...row,
+      storage: (await deps.disk?.dataSet(row.id).catch(() => null)) ?? null,
       hours: day.hours.map((h) => ({
         hour: h.hour,
         events: h.events,

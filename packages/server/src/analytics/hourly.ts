@@ -15,6 +15,7 @@
  *   received                queued records applied (including re-sends)
  *   merged                  records merged into an existing record
  *   discarded               records discarded because they arrived after the merge window
+ *   suppressed              records dropped because they carried a suppressed identifier
  * Counters of ingest (written by the serving processes, per hour of arrival):
  *   accepted, rejected, reason:<group>
  */
@@ -127,6 +128,8 @@ export interface StatsFigures {
   received: number;
   merged_duplicates: number;
   discarded_after_merge_window: number;
+  /** Records dropped before the merged view because they carried a suppressed identifier. */
+  suppressed: number;
   by_event_type: Record<string, number>;
   by_source: Record<string, number>;
   value_by_currency: Record<string, number>;
@@ -207,6 +210,7 @@ export function figuresOf(counters: Counters): StatsFigures {
     received: get('received'),
     merged_duplicates: get('merged'),
     discarded_after_merge_window: get('discarded'),
+    suppressed: get('suppressed'),
     by_event_type: sortedRecord(byType),
     by_source: sortedRecord(bySource),
     value_by_currency: sortedRecord(value, 1_000_000),

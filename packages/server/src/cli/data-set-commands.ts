@@ -24,6 +24,7 @@ function dataSetJson(record: DataSetRecord) {
       pii_scan: policy.piiScan,
       max_age: formatDurationMs(policy.maxAgeSeconds * 1000),
       merge_window: formatDurationMs(policy.mergeWindowMs),
+      view_retention: formatDurationMs(policy.viewRetentionMs),
       version: policy.version,
     },
     limits: {
@@ -56,7 +57,7 @@ export function registerDataSetCommands(program: Command, ctx: CliContext): void
         if (records.length === 0) return void ctx.out('no data sets');
         for (const r of records) {
           ctx.out(
-            `${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} merge_window=${r.policy.merge_window} (policy v${r.policy.version})` +
+            `${r.id}\tcreated ${r.created_at}\tconsent=${r.policy.consent} ip=${r.policy.ip} pii_scan=${r.policy.pii_scan} max_age=${r.policy.max_age} merge_window=${r.policy.merge_window} view_retention=${r.policy.view_retention} (policy v${r.policy.version})` +
               `\trps=${r.limits.rps} burst_rps=${r.limits.burst_rps} burst_seconds=${r.limits.burst_seconds} eps=${r.limits.eps}`,
           );
         }
@@ -70,7 +71,8 @@ export function registerDataSetCommands(program: Command, ctx: CliContext): void
     .addOption(new Option('--pii-scan <mode>', 'plaintext emails in free text: redact, reject, off').argParser(oneOf('pii-scan', ['redact', 'reject', 'off'] as const)))
     .option('--max-age <duration>', 'oldest accepted event timestamp, like 90d')
     .option('--merge-window <duration>', 'record update window of the merged view, like 7d')
-    .action((id: string, opts: { consent?: 'enforce' | 'reject' | 'off'; ip?: 'keep' | 'truncate' | 'drop'; piiScan?: 'redact' | 'reject' | 'off'; maxAge?: string; mergeWindow?: string }) =>
+    .option('--view-retention <duration>', 'merged records not updated for this long are deleted, like 400d (at least the merge window and the max age)')
+    .action((id: string, opts: { consent?: 'enforce' | 'reject' | 'off'; ip?: 'keep' | 'truncate' | 'drop'; piiScan?: 'redact' | 'reject' | 'off'; maxAge?: string; mergeWindow?: string; viewRetention?: string }) =>
       ctx.withControl(async (cp, g) => {
         const patch: { -readonly [K in keyof PolicyPatch]: PolicyPatch[K] } = {};
         if (opts.consent) patch.consent = opts.consent;
@@ -80,6 +82,7 @@ export function registerDataSetCommands(program: Command, ctx: CliContext): void
         if (opts.maxAge) patch.maxAgeSeconds = parseWholeSeconds('--max-age', opts.maxAge, { ...window, what: 'the maximum event age' });
         // Milliseconds, exactly: `500ms` is a 500 ms window, never 0 (which would turn merging off).
         if (opts.mergeWindow) patch.mergeWindowMs = parseDurationMs(opts.mergeWindow, { ...window, what: 'the merge window' });
+        if (opts.viewRetention) patch.viewRetentionMs = parseDurationMs(opts.viewRetention, { ...window, what: 'the view retention' });
         const record = await cp.setPolicy(id, patch);
         const json = dataSetJson(record);
         ctx.out(g.json ? JSON.stringify(json) : `data set ${id}: policy v${json.policy.version} ${JSON.stringify(json.policy)}`);

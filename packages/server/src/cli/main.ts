@@ -25,6 +25,7 @@ import { registerQueueCommands } from './queue-commands.js';
 import { registerSendCommand } from './send-command.js';
 import { registerServeCommand } from './serve-command.js';
 import { registerViewCommands } from './view-commands.js';
+import { registerLifecycleCommands } from './lifecycle-commands.js';
 
 /** The version of this package (dist/src/cli/main.js -> packages/server/package.json). */
 const VERSION = (createRequire(import.meta.url)('../../../package.json') as { version: string }).version;
@@ -41,6 +42,7 @@ const commandModules: readonly CommandModule[] = [
   registerMigrateCommand,
   registerSendCommand,
   registerViewCommands,
+  registerLifecycleCommands,
 ];
 
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {

@@ -73,12 +73,13 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
     .description('run the merged-view consumer (identities, analytics) until SIGTERM; `serve` runs one unless --no-worker')
     .addOption(new Option('--batch-size <n>', 'queue records per transaction').default('2000'))
     .addOption(new Option('--retention <duration>', 'delete queue records the merged view has applied and older than this (0 keeps them)').env('ECAPI_QUEUE_RETENTION').default('7d'))
-    .addOption(new Option('--retention-every <duration>', 'how often retention runs').default('1m'))
+    .addOption(new Option('--retention-every <duration>', 'how often retention runs').env('ECAPI_QUEUE_RETENTION_EVERY').default('1m'))
+    .addOption(new Option('--view-retention-every <duration>', "how often the merged view's retention (data-set policy --view-retention) runs").env('ECAPI_VIEW_RETENTION_EVERY').default('1m'))
     .addOption(
       new Option('--view-partitions <n>', 'embedded profile: view partitions (data sets spread over n files, applied by n threads); fixed when the view is first consumed')
         .env('ECAPI_VIEW_PARTITIONS'),
     )
-    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewPartitions?: string }) => {
+    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewRetentionEvery: string; viewPartitions?: string }) => {
       const g = ctx.globals();
       const batchSize = Number(opts.batchSize);
       if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) throw new CliError(`invalid batch size "${opts.batchSize}"`);
@@ -88,6 +89,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       }
       const retentionMs = opts.retention === '0' ? 0 : parseDurationMs(opts.retention);
       const retentionEveryMs = parseDurationMs(opts.retentionEvery);
+      const viewRetentionEveryMs = parseDurationMs(opts.viewRetentionEvery);
       const logger = createLogger();
       const stopped = new Promise<void>((resolve) => {
         process.once('SIGTERM', () => resolve());
@@ -110,7 +112,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       });
       ctx.keepAlive(
         runViewWorker({
-          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs,
+          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs, viewRetentionEveryMs,
           ...(viewPartitions !== undefined ? { viewPartitions } : {}),
         }).finally(() => logger.flush()),
       );

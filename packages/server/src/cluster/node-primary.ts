@@ -18,6 +18,7 @@ import { LocalRateLimiter } from '../rate-limit/local-rate-limiter.js';
 import { StatsReader } from '../analytics/stats-reader.js';
 import { LiveStore } from '../observability/live-store.js';
 import { announceListening, buildNodeAdmin, closeOnce, openNode } from '../serving-node.js';
+import { DiskMonitor } from '../lifecycle/disk-usage.js';
 import { encodeWorkerConfig, WORKER_CONFIG_ENV, type WorkerMessage } from './cluster-messages.js';
 
 export interface RunningNode {
@@ -92,6 +93,9 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
 
   const aggregator = new AggregatorRegistry();
   const statsReader = new StatsReader(storage);
+  // Free space and bytes per store for the console, the low-space warning (lifecycle/disk-usage.ts).
+  const disk = new DiskMonitor({ dataDir: config.dataDir, backend: storage.lifecycle(), logger });
+  disk.start();
   // Operator console: the workers' live deltas (IPC, every second) summed here; control plane read for the data-set pages.
   const liveStore = new LiveStore({ env: config.env });
   const admin = buildNodeAdmin(config, controlPlane, {
@@ -109,6 +113,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
     processes: () => states.size,
     liveStore,
     statsReader,
+    disk,
   });
 
   for (let i = 0; i < config.workers; i++) fork();
@@ -154,6 +159,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
         ),
       );
       await admin.close();
+      disk.stop();
       await statsReader.close();
       await storage.close();
       logger.info('ecapi-ingest stopped');

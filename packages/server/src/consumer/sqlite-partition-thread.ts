@@ -8,7 +8,9 @@
  * Messages: {type: 'windows', windows} (merge windows by data set, sent before the first step and
  * after every refresh), {type: 'step', id} → {id, result} or {id, error}, {type: 'close'}.
  */
+import { dirname } from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
+import { lifecycleDbFile, SuppressionList } from '../lifecycle/sqlite-lifecycle-store.js';
 import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
 import { partitionOf } from './data-set-partition.js';
@@ -36,16 +38,23 @@ const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536 }
 const source = new SqliteQueueSource(data.queueFile, { accept: (dataSetId) => partitionOf(dataSetId, data.partitions) === data.partition });
 let windows = new Map<string, number>();
 const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
-const consumer = new ViewConsumer(store, source, { batchSize: data.batchSize, mergeWindowMs: (dataSetId) => windows.get(dataSetId) ?? defaultWindowMs });
+const suppressions = new SuppressionList(lifecycleDbFile(dirname(data.viewFile)));
+const consumer = new ViewConsumer(store, source, {
+  batchSize: data.batchSize,
+  mergeWindowMs: (dataSetId) => windows.get(dataSetId) ?? defaultWindowMs,
+  suppressed: (dataSetId, identifiers) => suppressions.suppressed(dataSetId, identifiers),
+});
 
 port.on('message', (message: PartitionThreadMessage) => {
   if (message.type === 'windows') windows = new Map(message.windows);
   else if (message.type === 'step') {
+    suppressions.refresh();
     consumer.step().then(
       (result) => port.postMessage({ id: message.id, result }),
       (error: Error) => port.postMessage({ id: message.id, error: error.message }),
     );
   } else if (message.type === 'close') {
+    suppressions.close();
     void source.close().then(() => store.close()).finally(() => port.close());
   }
 });

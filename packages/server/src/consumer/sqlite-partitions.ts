@@ -5,7 +5,9 @@
  * error, out of memory) is started again at the next step: its offset is in its view file, so it
  * resumes exactly where its last committed batch ended.
  */
+import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { lifecycleDbFile, SuppressionList } from '../lifecycle/sqlite-lifecycle-store.js';
 import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
 import { viewPartitionFile } from '../merged-view/sqlite-view-layout.js';
 import { DEFAULT_POLICY } from '../control/data-set-policy.js';
@@ -105,22 +107,27 @@ class LocalPartition implements PartitionStepper {
   readonly #store: SqliteViewStore;
   readonly #source: SqliteQueueSource;
   readonly #consumer: ViewConsumer;
+  readonly #suppressions: SuppressionList;
 
   constructor(options: SqlitePartitionsOptions) {
     this.#store = new SqliteViewStore(options.viewFile);
     this.#source = new SqliteQueueSource(options.queueFile);
     const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
+    this.#suppressions = new SuppressionList(lifecycleDbFile(dirname(options.viewFile)));
     this.#consumer = new ViewConsumer(this.#store, this.#source, {
       batchSize: options.batchSize,
       mergeWindowMs: (dataSetId) => new Map(options.windows()).get(dataSetId) ?? defaultWindowMs,
+      suppressed: (dataSetId, identifiers) => this.#suppressions.suppressed(dataSetId, identifiers),
     });
   }
 
   step(): Promise<StepResult> {
+    this.#suppressions.refresh();
     return this.#consumer.step();
   }
 
   async close(): Promise<void> {
+    this.#suppressions.close();
     await this.#source.close();
     await this.#store.close();
   }

@@ -29,6 +29,12 @@ export { identityKeyFor } from './identity-forest.js';
 export interface ApplyOptions {
   /** Record update window of a data set, in milliseconds. */
   mergeWindowMs(dataSetId: string): number;
+  /**
+   * Whether a record with these identifiers is suppressed (`identities forget --suppress`,
+   * lifecycle/sqlite-lifecycle-store.ts SuppressionList): it is counted (`suppressed`) and dropped
+   * before the merged view. Depends on the list when applied, not on the queue alone.
+   */
+  suppressed?(dataSetId: string, identifiers: readonly string[]): boolean;
 }
 
 export interface BatchResult {
@@ -55,6 +61,10 @@ export async function applyRecords(tx: ViewTransaction, records: readonly QueueR
     const existing = current.get(p.pk) ?? batch.records.get(p.pk);
     const arrivalHour = hourOf(record.received_at);
     counters.add(dataSetId, arrivalHour, 'received', 1);
+    if (options.suppressed?.(dataSetId, p.identifiers)) {
+      counters.add(dataSetId, arrivalHour, 'suppressed', 1);
+      continue;
+    }
     let windowMs = windows.get(dataSetId);
     if (windowMs === undefined) windows.set(dataSetId, (windowMs = options.mergeWindowMs(dataSetId)));
 

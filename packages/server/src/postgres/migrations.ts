@@ -2,6 +2,8 @@
  * Versioned schema migrations of the PostgreSQL profile. Append only: a released migration is never
  * edited; a change is a new entry. `migrate()` (database.ts) applies what is missing, in order.
  */
+import { LIFECYCLE_SCHEMA_SQL } from '../lifecycle/postgres-lifecycle-schema.js';
+
 export interface Migration {
   readonly version: number;
   readonly name: string;
@@ -229,4 +231,6 @@ export const MIGRATIONS: readonly Migration[] = [
   // Issue 21: the fingerprint of the master key the control plane's secrets are sealed with.
   { version: 2, name: 'master key fingerprint', sql: 'ALTER TABLE control_meta ADD COLUMN master_key_fingerprint text;' },
   { version: 3, name: 'accepted counts per data set and hour, written by the queue commit', sql: acceptedCounts },
+  // Issue 23: deletion requests, suppressions, the audit log, and the index view retention reads.
+  { version: 4, name: 'data lifecycle: deletion requests, suppressions, view expiry index', sql: LIFECYCLE_SCHEMA_SQL },
 ];

@@ -39,6 +39,9 @@ export function appendSegmentRecords(
   for (let i = 0; i < events.length; i++) {
     const seq = segment.first_seq + i;
     if (seq < fromSeq) continue;
+    // Erased (lifecycle/sqlite-queue-eraser.ts, `identities forget`, `events delete`): the sequence
+    // number stays taken, no reader sees the event.
+    if (events[i] === null) continue;
     const meta = metas?.[i];
     records.push({
       seq,

@@ -25,6 +25,8 @@ import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
 import { partitionConsumer } from '../postgres/partitions.js';
 import { runPartitionedConsumer } from './postgres/partitioned-consumer.js';
 import type { ConsumerRunOptions, QueueReader, Storage } from './storage.js';
+import { PostgresLifecycleBackend } from '../lifecycle/postgres-lifecycle-backend.js';
+import { PostgresSuppressionList } from '../lifecycle/postgres-lifecycle-store.js';
 
 export class PostgresStorage implements Storage {
   readonly profile = 'postgres' as const;
@@ -37,6 +39,7 @@ export class PostgresStorage implements Storage {
   #queuePool: Pool | null = null;
   #control: ControlPlane | null = null;
   #view: PostgresViewStore | null = null;
+  #lifecycle: PostgresLifecycleBackend | null = null;
   readonly #closables: { close(): Promise<void> | void }[] = [];
 
   readonly #masterKeyFile: string | undefined;
@@ -128,9 +131,14 @@ export class PostgresStorage implements Storage {
     return limiter;
   }
 
+  lifecycle(): PostgresLifecycleBackend {
+    return (this.#lifecycle ??= new PostgresLifecycleBackend(this.#pool));
+  }
+
   runConsumer(options: ConsumerRunOptions): Promise<void> {
     return runPartitionedConsumer(this.#pool, this.viewStore(), {
       ...options,
+      suppressions: new PostgresSuppressionList(this.#pool),
       workerId: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
       env: this.#env,
     });

@@ -14,6 +14,7 @@ import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { SqliteEventQueue } from '../queue/sqlite-event-queue.js';
 import { openQueueDatabase, readRecords, SqliteAcceptedCounts } from '../queue/sqlite-queue-store.js';
 import { SqliteQueueRetention } from '../queue/sqlite-queue-retention.js';
+import { SqliteLifecycleBackend } from '../lifecycle/sqlite-lifecycle-backend.js';
 import { SqliteIngestStatsStore } from '../merged-view/sqlite-view-store.js';
 import { SqlitePartitionedView } from '../merged-view/partitioned-view-store.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
@@ -39,6 +40,7 @@ export class SqliteStorage implements Storage {
   #view: SqlitePartitionedView | null = null;
   #source: SqliteQueueSource | null = null;
   #accepted: SqliteAcceptedCounts | null = null;
+  #lifecycle: SqliteLifecycleBackend | null = null;
   readonly #closables: { close(): Promise<void> }[] = [];
 
   readonly #masterKeyFile: string | undefined;
@@ -173,8 +175,14 @@ export class SqliteStorage implements Storage {
     }
   }
 
+  lifecycle(): SqliteLifecycleBackend {
+    if (!this.#lifecycle) this.#closables.push((this.#lifecycle = new SqliteLifecycleBackend(this.#dataDir, this.#env)));
+    return this.#lifecycle;
+  }
+
   async close(): Promise<void> {
     for (const c of this.#closables.splice(0)) await c.close();
+    this.#lifecycle = null;
     this.#accepted = null;
     await this.#source?.close();
     await this.#view?.close();

@@ -15,6 +15,7 @@ import type { IngestStatsStore, ViewStore } from '../merged-view/view-store.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
 import type { ConsumerLag } from '../consumer/consumer-lag.js';
 import type { Logger } from '../observability/logger.js';
+import type { LifecycleBackend } from '../lifecycle/lifecycle-backend.js';
 
 export type StorageProfile = 'sqlite' | 'postgres';
 
@@ -70,5 +71,7 @@ export interface Storage {
   durabilityWarning(): Promise<string | null>;
   /** Runs the merged-view consumer of this process until `stopped`. */
   runConsumer(options: ConsumerRunOptions): Promise<void>;
+  /** Retention and deletion requests (lifecycle/lifecycle-backend.ts); closed with the storage. */
+  lifecycle(): LifecycleBackend;
   close(): Promise<void>;
 }

@@ -28,6 +28,7 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     await page.locator('[data-testid="ready-pill"]', { hasText: 'Ready' }).waitFor();
     assert.equal(await cardNumber(page, 'requests-last-hour'), 0);
     assert.equal(await page.locator('#env').textContent(), 'production');
+    assert.match((await page.locator('[data-testid="card-free-space"]').textContent()) ?? '', /Free disk space[\d.]+ (GB|MB)of [\d.]+ (GB|MB) · data [\d.]+ (kB|MB)/);
 
     // Nothing is drawn for the time before the service started: those slots are null, not 0.
     const fresh = (await (await fetch(`${admin}/api/timeseries?window=1h&step=10s`)).json()) as { series: { events_accepted: (number | null)[]; requests_2xx: (number | null)[] } };
@@ -129,6 +130,9 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     assert.match((await page.locator('[data-testid="recent-rejections-by-reason"]').textContent()) ?? '', /12 × missing required field: timestamp/);
     await page.click('[data-testid="recent-rejections-toggle"]');
     await eventuallyEqual('all rejections shown', () => page.locator('[data-testid="recent-rejections"] tbody tr').count(), 13);
+    // Retention and storage size of the data set (issue 23; the count is cached a minute, and the
+    // page was first read before the consumer applied anything).
+    await eventually('the view storage card', async () => /Merged view[\d.]+ (B|kB|MB)\d+ records · retention 180d/.test((await page.locator('[data-testid="card-view-storage"]').textContent()) ?? ''), 30_000);
     assert.ok(!(await page.content()).includes('203.0.113.7'), 'the production console shows no event contents');
     await sleep(2200);
     await screenshot(page, 'data-set');

@@ -76,6 +76,8 @@ const LABELS: Record<string, ReadonlySet<string> | RegExp> = {
   // A schema path in its stored form: known members, `[]` for indexes, `*` for unknown members.
   field: /^[a-z_]+(?:\.(?:[a-z_]+|\*)|\[\])*$/,
   le: /^(?:[0-9.e+-]+|\+Inf)$/,
+  // ecapi_storage_bytes (lifecycle/disk-usage.ts): the stores of the data dir.
+  store: new Set(['queue', 'body_log', 'view', 'control', 'lifecycle', 'ingest_stats']),
   // prom-client's default metrics.
   // Node handle class names (nodejs_active_handles): Http2SecureServer on a one-process node.
   type: /^[A-Za-z][A-Za-z0-9]*$/,

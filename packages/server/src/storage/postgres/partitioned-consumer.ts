@@ -33,6 +33,7 @@ import { VIEW_CONSUMER, ViewConsumer } from '../../consumer/view-consumer.js';
 import type { PostgresViewStore } from '../../merged-view/postgres-view-store.js';
 import { readSegments } from '../../queue/postgres-event-queue.js';
 import type { ConsumerRunOptions } from '../storage.js';
+import type { SuppressionFilter } from '../../lifecycle/lifecycle-backend.js';
 import { DB_NOW_MS, type Pool } from '../../postgres/database.js';
 import { QUEUE_PARTITIONS } from '../../postgres/migrations.js';
 import { partitionConsumer } from '../../postgres/partitions.js';
@@ -47,6 +48,8 @@ export interface PartitionedConsumerOptions extends ConsumerRunOptions {
   readonly env: Environment;
   readonly leaseMs?: number;
   readonly renewMs?: number;
+  /** Records carrying a suppressed identifier are dropped before the view (view-applier.ts). */
+  readonly suppressions?: SuppressionFilter;
 }
 
 /** The partitions this worker holds a lease on, renewed and rebalanced every `renewMs`. */
@@ -68,12 +71,19 @@ class LeasedPartitions implements PartitionAssignment {
   }
 
   #stepper(part: number): PartitionStepper {
+    const { suppressions } = this.#options;
     const consumer = new ViewConsumer(
       this.#store,
       { read: (fromSeq, limit) => readSegments(this.#pool, { fromSeq, limit, part }), close: async () => undefined },
-      { batchSize: this.#options.batchSize, mergeWindowMs: this.#options.mergeWindowMs, consumer: partitionConsumer(VIEW_CONSUMER, part) },
+      {
+        batchSize: this.#options.batchSize,
+        mergeWindowMs: this.#options.mergeWindowMs,
+        consumer: partitionConsumer(VIEW_CONSUMER, part),
+        ...(suppressions ? { suppressed: (dataSetId: string, identifiers: readonly string[]) => suppressions.suppressed(dataSetId, identifiers) } : {}),
+      },
     );
-    return { name: `p${String(part).padStart(2, '0')}`, step: () => consumer.step() };
+    const step = suppressions ? async () => (await suppressions.refresh(), consumer.step()) : () => consumer.step();
+    return { name: `p${String(part).padStart(2, '0')}`, step };
   }
 
   async refresh(): Promise<readonly PartitionStepper[]> {

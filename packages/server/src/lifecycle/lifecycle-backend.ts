@@ -1,0 +1,205 @@
+/**
+ * The data lifecycle's storage, as the worker's runner (lifecycle-runner.ts) and the CLI see it:
+ * deletion requests, suppressions and the audit log (LifecycleStore), deletions in the merged view
+ * (ViewEraser) and erasure of queued events (QueueEraser). The embedded profile implements it over
+ * lifecycle.db, the view partition files and queue.db (sqlite-*.ts); the scale-out profile over
+ * tables of the environment's PostgreSQL schema (postgres-*.ts). `Storage.lifecycle()` picks.
+ *
+ * Every method that deletes is one short transaction of at most `limit` rows, so the consumer and
+ * ingestion wait for at most one of them.
+ */
+export type DeletionKind = 'forget_identifier' | 'forget_identity' | 'delete_event';
+
+export interface DeletionResult {
+  readonly view_records: number;
+  readonly identities: number;
+  readonly identifier_links: number;
+  readonly queue_events: number;
+  readonly suppressed_identifiers: number;
+}
+
+export interface DeletionRequest {
+  readonly id: number;
+  readonly dataSetId: string;
+  readonly kind: DeletionKind;
+  /** The identifier, identity key or event id; null once done (README "Data lifecycle"). */
+  readonly target: string | null;
+  readonly targetDigest: string;
+  readonly suppress: boolean;
+  /** The queue's last sequence number when requested: queued copies up to it are erased. */
+  readonly boundSeq: number;
+  readonly actor: string;
+  readonly requestedAt: number;
+  readonly state: 'pending' | 'done';
+  readonly doneAt: number | null;
+  readonly result: DeletionResult | null;
+}
+
+export interface NewDeletionRequest {
+  readonly dataSetId: string;
+  readonly kind: DeletionKind;
+  readonly target: string;
+  readonly suppress: boolean;
+  readonly boundSeq: number;
+  readonly actor: string;
+  readonly nowMs?: number;
+}
+
+/** The row shape both stores keep (snake case, as stored). */
+export interface DeletionRequestRow {
+  id: number | string;
+  data_set_id: string;
+  kind: DeletionKind;
+  target: string | null;
+  target_digest: string;
+  suppress: number | boolean;
+  bound_seq: number | string;
+  actor: string;
+  requested_at: number | string;
+  state: 'pending' | 'done';
+  done_at: number | string | null;
+  result: string | null;
+}
+
+export const deletionRequestOf = (r: DeletionRequestRow): DeletionRequest => ({
+  id: Number(r.id),
+  dataSetId: r.data_set_id,
+  kind: r.kind,
+  target: r.target,
+  targetDigest: r.target_digest,
+  suppress: r.suppress === 1 || r.suppress === true,
+  boundSeq: Number(r.bound_seq),
+  actor: r.actor,
+  requestedAt: Number(r.requested_at),
+  state: r.state,
+  doneAt: r.done_at === null ? null : Number(r.done_at),
+  result: r.result === null ? null : (JSON.parse(r.result) as DeletionResult),
+});
+
+export interface LifecycleStore {
+  /** Digest of an identifier (or event id) of a data set under the store's key (identifier-digest.ts). */
+  digest(dataSetId: string, value: string): Promise<string>;
+  request(input: NewDeletionRequest): Promise<DeletionRequest>;
+  get(id: number): Promise<DeletionRequest | null>;
+  pending(): Promise<DeletionRequest[]>;
+  /** The audit log: every request, newest first (targets of done requests are cleared). */
+  audit(dataSetId?: string, limit?: number): Promise<DeletionRequest[]>;
+  /**
+   * Claims a pending request for `forMs` (false when another worker holds it): with several workers
+   * (PostgreSQL) one carries a request out; a claim that lapsed (a worker died) is taken over.
+   */
+  claim(id: number, forMs: number): Promise<boolean>;
+  /** Adds digests to a data set's suppression list (idempotent); returns how many were new. */
+  suppress(dataSetId: string, digests: readonly string[], requestId: number): Promise<number>;
+  /** Marks a request done with its counts and clears its target (the only clear identifier kept). */
+  complete(id: number, result: DeletionResult): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface ErasedCounts {
+  records: number;
+  identities: number;
+  links: number;
+}
+
+export const zeroCounts = (): ErasedCounts => ({ records: 0, identities: 0, links: 0 });
+
+export function addCounts(into: ErasedCounts, more: ErasedCounts): void {
+  into.records += more.records;
+  into.identities += more.identities;
+  into.links += more.links;
+}
+
+export interface IdentityToErase {
+  readonly root: string;
+  /** The root and every key it absorbed. */
+  readonly keys: string[];
+  readonly identifiers: string[];
+}
+
+/** Deletions in the merged view of one data set's partition. */
+export interface ViewEraser {
+  /** The identity (root and absorbed keys) and its identifiers, or null when unknown. */
+  findIdentity(dataSetId: string, target: { identifier: string } | { identityKey: string }): Promise<IdentityToErase | null>;
+  /**
+   * Deletes up to `limit` records last updated before `cutoffMs` (identities left without a record
+   * go too). `heldMs`: how long the transaction held its write lock (not counting the wait for it).
+   */
+  expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts & { heldMs: number }>;
+  /** Deletes one record by its key (and its identity when it was the identity's last record). */
+  deleteRecord(dataSetId: string, recordKey: string): Promise<ErasedCounts>;
+  /**
+   * Deletes the records whose identity is one of `keys` among the next `limit` records of the data
+   * set after `after` (a cursor: 0 to start). Returns where to go on, or null at the end.
+   */
+  deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, after: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null }>;
+  /** Deletes an identity tree (nodes and links) whatever its count, after its records are gone. */
+  deleteIdentity(dataSetId: string, root: string): Promise<ErasedCounts>;
+}
+
+/**
+ * Erases, in a segment's events, those that `match`: each becomes null, so the others keep their
+ * sequence numbers (segment-records.ts skips nulls). Returns how many were erased.
+ */
+export function eraseMatching(events: (Record<string, unknown> | null)[], match: (event: Record<string, unknown>) => boolean): number {
+  let erased = 0;
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i];
+    if (event !== null && event !== undefined && match(event)) {
+      events[i] = null;
+      erased++;
+    }
+  }
+  return erased;
+}
+
+/** Erasure of queued events (an erased event becomes null in its segment; readers skip it). */
+export interface QueueEraser {
+  /**
+   * Erases the matching events of the data set in the next `limit` segments with first_seq in
+   * (afterSeq, boundSeq]. Returns how many events were erased and where to go on (null at the end).
+   */
+  erase(dataSetId: string, boundSeq: number, afterSeq: number, limit: number, match: (event: Record<string, unknown>) => boolean): Promise<{ events: number; next: number | null }>;
+  /** Work deferred by one round (the embedded body log's bytes); returns bytes overwritten. */
+  overwritePending(): Promise<number>;
+}
+
+/** Bytes per store; `body_log` is 0 on PostgreSQL (no body log). */
+export interface StoreBytes {
+  readonly queue: number;
+  readonly body_log: number;
+  readonly view: number;
+  readonly control: number;
+  readonly lifecycle: number;
+  readonly ingest_stats: number;
+}
+
+export interface LifecycleBackend {
+  readonly store: LifecycleStore;
+  readonly queue: QueueEraser;
+  /** Whether the consumer has applied every queued record of the data set up to `boundSeq`. */
+  applied(dataSetId: string, boundSeq: number): Promise<boolean>;
+  /** Bytes each store takes (embedded: its files with their WAL; PostgreSQL: its tables with indexes and TOAST). */
+  storeBytes(): Promise<StoreBytes>;
+  /** Records of a data set in the merged view and the bytes of their events (a scan of the data set's records). */
+  dataSetUsage(dataSetId: string): Promise<{ records: number; event_bytes: number }>;
+  /** The view eraser of the data set's partition, or null while the view does not exist yet. */
+  viewEraser(dataSetId: string): Promise<ViewEraser | null>;
+  close(): Promise<void>;
+}
+
+/**
+ * How often a consumer looks for a changed suppression list (at most; before a batch). The runner
+ * completes a `--suppress` request only twice this long after the suppression was stored, so that an
+ * event sent after the command returned meets a consumer that has the new list.
+ */
+export const SUPPRESSION_REFRESH_MS = 500;
+
+/**
+ * What a consumer checks before applying a record (view-applier.ts `suppressed`): digests by data
+ * set, reloaded by `refresh` when the store's version moved.
+ */
+export interface SuppressionFilter {
+  refresh(): Promise<void> | void;
+  suppressed(dataSetId: string, identifiers: readonly string[]): boolean;
+}

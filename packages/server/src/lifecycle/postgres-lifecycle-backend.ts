@@ -1,0 +1,75 @@
+/** The scale-out profile's lifecycle backend: everything in the environment's PostgreSQL schema. */
+import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
+import type { Pool } from '../postgres/database.js';
+import { partitionConsumer, partitionOf } from '../postgres/partitions.js';
+import type { LifecycleBackend, StoreBytes, ViewEraser } from './lifecycle-backend.js';
+
+/** Which store a table of the environment's schema belongs to (others, like rate buckets, are not counted). */
+const STORE_OF_TABLE: Record<string, keyof StoreBytes> = {
+  queue_segments: 'queue', queue_head: 'queue', queue_accepted: 'queue',
+  view_records: 'view', identity_nodes: 'view', identity_identifiers: 'view', view_counters: 'view', consumer_offsets: 'view', consumer_heartbeats: 'view',
+  data_sets: 'control', signing_keys: 'control', grants: 'control', control_meta: 'control',
+  deletion_requests: 'lifecycle', suppressions: 'lifecycle', lifecycle_meta: 'lifecycle',
+  ingest_counters: 'ingest_stats',
+};
+import { PostgresLifecycleStore } from './postgres-lifecycle-store.js';
+import { PostgresQueueEraser } from './postgres-queue-eraser.js';
+import { PostgresViewEraser } from './postgres-view-eraser.js';
+
+export class PostgresLifecycleBackend implements LifecycleBackend {
+  readonly store: PostgresLifecycleStore;
+  readonly queue: PostgresQueueEraser;
+  readonly #view: PostgresViewEraser;
+
+  readonly #pool: Pool;
+
+  constructor(pool: Pool) {
+    this.#pool = pool;
+    this.store = new PostgresLifecycleStore(pool);
+    this.queue = new PostgresQueueEraser(pool);
+    this.#view = new PostgresViewEraser(pool);
+  }
+
+  /**
+   * The data set's queue partition has no segment up to `boundSeq` that its consumer offset has not
+   * passed (an idle partition's offset stays where its last segment ended).
+   */
+  async applied(dataSetId: string, boundSeq: number): Promise<boolean> {
+    const part = partitionOf(dataSetId);
+    const { rows } = await this.#pool.query<{ pending: boolean }>(
+      `SELECT EXISTS (
+         SELECT 1 FROM queue_segments
+          WHERE part = $1 AND first_seq <= $2
+            AND first_seq + event_count > COALESCE((SELECT next_seq FROM consumer_offsets WHERE consumer = $3), 1)) AS pending`,
+      [part, boundSeq, partitionConsumer(VIEW_CONSUMER, part)],
+    );
+    return !rows[0]!.pending;
+  }
+
+  async storeBytes(): Promise<StoreBytes> {
+    const { rows } = await this.#pool.query<{ relname: string; bytes: string }>(
+      `SELECT c.relname, pg_total_relation_size(c.oid) AS bytes FROM pg_class c
+        WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'`,
+    );
+    const sizes = { queue: 0, body_log: 0, view: 0, control: 0, lifecycle: 0, ingest_stats: 0 };
+    for (const row of rows) {
+      const store = STORE_OF_TABLE[row.relname];
+      if (store) sizes[store] += Number(row.bytes);
+    }
+    return sizes;
+  }
+
+  async dataSetUsage(dataSetId: string): Promise<{ records: number; event_bytes: number }> {
+    const { rows } = await this.#pool.query<{ records: string; event_bytes: string | null }>(
+      'SELECT count(*) AS records, sum(pg_column_size(event)) AS event_bytes FROM view_records WHERE data_set_id = $1',
+      [dataSetId],
+    );
+    return { records: Number(rows[0]!.records), event_bytes: Number(rows[0]!.event_bytes ?? 0) };
+  }
+
+  async viewEraser(): Promise<ViewEraser> {
+    return this.#view;
+  }
+
+  async close(): Promise<void> {}
+}

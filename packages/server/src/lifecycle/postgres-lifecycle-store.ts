@@ -1,0 +1,123 @@
+/**
+ * The scale-out profile's lifecycle store: deletion requests, suppressions and the audit log in the
+ * environment's schema (postgres-lifecycle-schema.ts), with the same rules as lifecycle.db
+ * (sqlite-lifecycle-store.ts): a target in clear only while its request is pending, digests under a
+ * random key kept in `lifecycle_meta` otherwise. `lifecycle_meta.version` moves with every new
+ * suppression, so that consumers reload the list only when it changed.
+ */
+import { randomBytes } from 'node:crypto';
+import { inTransaction, type Pool } from '../postgres/database.js';
+import { identifierDigest } from './identifier-digest.js';
+import {
+  deletionRequestOf,
+  type DeletionRequest,
+  type DeletionRequestRow,
+  type DeletionResult,
+  type LifecycleStore,
+  type NewDeletionRequest,
+  type SuppressionFilter,
+  SUPPRESSION_REFRESH_MS,
+} from './lifecycle-backend.js';
+import { SuppressionSet } from './suppression-set.js';
+
+/** The digest key, created by the first process that needs it (every process reads the same row). */
+async function digestKey(pool: Pool): Promise<Buffer> {
+  await pool.query('INSERT INTO lifecycle_meta (id, digest_key, version) VALUES (1, $1, 0) ON CONFLICT (id) DO NOTHING', [randomBytes(32)]);
+  return (await pool.query<{ digest_key: Buffer }>('SELECT digest_key FROM lifecycle_meta WHERE id = 1')).rows[0]!.digest_key;
+}
+
+export class PostgresLifecycleStore implements LifecycleStore {
+  readonly #pool: Pool;
+  #key: Promise<Buffer> | null = null;
+
+  constructor(pool: Pool) {
+    this.#pool = pool;
+  }
+
+  #digestKey(): Promise<Buffer> {
+    return (this.#key ??= digestKey(this.#pool));
+  }
+
+  async digest(dataSetId: string, value: string): Promise<string> {
+    return identifierDigest(await this.#digestKey(), dataSetId, value);
+  }
+
+  async request(input: NewDeletionRequest): Promise<DeletionRequest> {
+    const { rows } = await this.#pool.query<DeletionRequestRow>(
+      `INSERT INTO deletion_requests (data_set_id, kind, target, target_digest, suppress, bound_seq, actor, requested_at, state)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending') RETURNING *`,
+      [input.dataSetId, input.kind, input.target, await this.digest(input.dataSetId, input.target), input.suppress, input.boundSeq, input.actor, input.nowMs ?? Date.now()],
+    );
+    return deletionRequestOf(rows[0]!);
+  }
+
+  async get(id: number): Promise<DeletionRequest | null> {
+    const { rows } = await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests WHERE id = $1', [id]);
+    return rows[0] ? deletionRequestOf(rows[0]) : null;
+  }
+
+  async pending(): Promise<DeletionRequest[]> {
+    const { rows } = await this.#pool.query<DeletionRequestRow>("SELECT * FROM deletion_requests WHERE state = 'pending' ORDER BY id");
+    return rows.map(deletionRequestOf);
+  }
+
+  async audit(dataSetId?: string, limit = 1000): Promise<DeletionRequest[]> {
+    const { rows } =
+      dataSetId === undefined
+        ? await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests ORDER BY id DESC LIMIT $1', [limit])
+        : await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests WHERE data_set_id = $1 ORDER BY id DESC LIMIT $2', [dataSetId, limit]);
+    return rows.map(deletionRequestOf);
+  }
+
+  async claim(id: number, forMs: number, nowMs = Date.now()): Promise<boolean> {
+    const { rowCount } = await this.#pool.query(
+      "UPDATE deletion_requests SET claimed_until = $1 WHERE id = $2 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3)",
+      [nowMs + forMs, id, nowMs],
+    );
+    return rowCount === 1;
+  }
+
+  async suppress(dataSetId: string, digests: readonly string[], requestId: number, nowMs = Date.now()): Promise<number> {
+    return inTransaction(this.#pool, async (db) => {
+      const { rowCount } = await db.query(
+        `INSERT INTO suppressions (data_set_id, digest, request_id, added_at) SELECT $1, d, $3, $4 FROM unnest($2::text[]) AS d
+         ON CONFLICT DO NOTHING`,
+        [dataSetId, digests, requestId, nowMs],
+      );
+      if (rowCount) await db.query('UPDATE lifecycle_meta SET version = version + 1 WHERE id = 1');
+      return rowCount ?? 0;
+    });
+  }
+
+  async complete(id: number, result: DeletionResult, nowMs = Date.now()): Promise<void> {
+    await this.#pool.query("UPDATE deletion_requests SET state = 'done', done_at = $1, result = $2, target = NULL WHERE id = $3", [nowMs, JSON.stringify(result), id]);
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** The suppression list of a PostgreSQL consumer: reloaded when `lifecycle_meta.version` moved. */
+export class PostgresSuppressionList implements SuppressionFilter {
+  readonly #pool: Pool;
+  readonly #set = new SuppressionSet();
+  #checkedAt = 0;
+  readonly #checkEveryMs: number;
+
+  constructor(pool: Pool, options: { checkEveryMs?: number } = {}) {
+    this.#pool = pool;
+    this.#checkEveryMs = options.checkEveryMs ?? SUPPRESSION_REFRESH_MS;
+  }
+
+  async refresh(nowMs = Date.now()): Promise<void> {
+    if (nowMs - this.#checkedAt < this.#checkEveryMs) return;
+    this.#checkedAt = nowMs;
+    const meta = (await this.#pool.query<{ digest_key: Buffer; version: string }>('SELECT digest_key, version FROM lifecycle_meta WHERE id = 1')).rows[0];
+    if (!meta || Number(meta.version) === this.#set.version) return;
+    const { rows } = await this.#pool.query<{ data_set_id: string; digest: string }>('SELECT data_set_id, digest FROM suppressions');
+    this.#set.load(meta.digest_key, Number(meta.version), rows);
+  }
+
+  suppressed(dataSetId: string, identifiers: readonly string[]): boolean {
+    return this.#set.suppressed(dataSetId, identifiers);
+  }
+}

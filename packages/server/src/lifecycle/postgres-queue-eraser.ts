@@ -1,0 +1,59 @@
+/**
+ * Erasure of queued events in the PostgreSQL queue, with the rules of the embedded one
+ * (sqlite-queue-eraser.ts): an erased event becomes null in its segment's JSON array (a raw body
+ * is rewritten as an array, `raw = false`), sequence numbers stay, readers skip it. Pages are read
+ * through the (part, first_seq) index of the data set's queue partition and decoded without a
+ * lock; each UPDATE is a row lock on one segment, which ingestion (inserts only) never waits for.
+ *
+ * The old row version is a dead tuple until (auto)vacuum; its bytes are overwritten when the page
+ * space is reused. There is no body log on this profile.
+ */
+import { segmentEvents } from '../queue/segment-records.js';
+import type { Pool } from '../postgres/database.js';
+import { partitionOf } from '../postgres/partitions.js';
+import { eraseMatching, type QueueEraser } from './lifecycle-backend.js';
+
+export class PostgresQueueEraser implements QueueEraser {
+  readonly #pool: Pool;
+
+  constructor(pool: Pool) {
+    this.#pool = pool;
+  }
+
+  async erase(
+    dataSetId: string,
+    boundSeq: number,
+    afterSeq: number,
+    limit: number,
+    match: (event: Record<string, unknown>) => boolean,
+  ): Promise<{ events: number; next: number | null }> {
+    const { rows } = await this.#pool.query<{ first_seq: string; raw: boolean; events: string }>(
+      `SELECT first_seq, raw, events FROM queue_segments WHERE part = $1 AND data_set_id = $2 AND first_seq > $3 AND first_seq <= $4
+       ORDER BY first_seq LIMIT $5`,
+      [partitionOf(dataSetId), dataSetId, afterSeq, boundSeq, limit],
+    );
+    let erased = 0;
+    const seqs: string[] = [];
+    const texts: string[] = [];
+    for (const row of rows) {
+      const events = segmentEvents(row.raw ? Buffer.from(row.events, 'utf8') : row.events) as (Record<string, unknown> | null)[];
+      const changed = eraseMatching(events, match);
+      if (changed === 0) continue;
+      erased += changed;
+      seqs.push(row.first_seq);
+      texts.push(JSON.stringify(events));
+    }
+    if (seqs.length > 0) {
+      await this.#pool.query(
+        `UPDATE queue_segments q SET events = u.events, raw = false FROM unnest($1::bigint[], $2::text[]) AS u(first_seq, events)
+         WHERE q.first_seq = u.first_seq`,
+        [seqs, texts],
+      );
+    }
+    return { events: erased, next: rows.length < limit ? null : Number(rows[rows.length - 1]!.first_seq) };
+  }
+
+  async overwritePending(): Promise<number> {
+    return 0;
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * The embedded profile's lifecycle backend: lifecycle.db, an eraser per view partition file (its
+ * own connection beside the partition's consumer thread, sqlite-view-eraser.ts), and queue.db.
+ */
+import Database from 'better-sqlite3';
+import { existsSync, readdirSync, statSync, type Dirent } from 'node:fs';
+import { join } from 'node:path';
+import { environmentDir, queueDbFile, viewDbFile, type Environment } from '../config.js';
+import { partitionOf } from '../consumer/data-set-partition.js';
+import { recordedViewPartitions, viewPartitionFile } from '../merged-view/sqlite-view-layout.js';
+import type { LifecycleBackend, StoreBytes, ViewEraser } from './lifecycle-backend.js';
+import { lifecycleDbFile, SqliteLifecycleStore } from './sqlite-lifecycle-store.js';
+import { SqliteQueueEraser } from './sqlite-queue-eraser.js';
+import { SqliteViewEraser } from './sqlite-view-eraser.js';
+
+/** Which store a file of the environment directory belongs to (with its -wal and -shm). */
+const STORE_OF_FILE: readonly [RegExp, keyof StoreBytes][] = [
+  [/^queue\.db(-wal|-shm)?$/, 'queue'],
+  [/^view(-p\d+)?\.db(-wal|-shm)?$/, 'view'],
+  [/^control\.db(-wal|-shm)?$/, 'control'],
+  [/^lifecycle\.db(-wal|-shm)?$/, 'lifecycle'],
+  [/^ingest-stats\.db(-wal|-shm)?$/, 'ingest_stats'],
+];
+
+/** Allocated bytes of a file (0 when it went away meanwhile). */
+function fileBytes(path: string): number {
+  try {
+    return statSync(path).blocks * 512;
+  } catch {
+    return 0;
+  }
+}
+
+export class SqliteLifecycleBackend implements LifecycleBackend {
+  readonly #dataDir: string;
+  readonly #env: Environment;
+  #store: SqliteLifecycleStore | null = null;
+  #queue: SqliteQueueEraser | null = null;
+  #erasers: SqliteViewEraser[] | null = null;
+
+  constructor(dataDir: string, env: Environment) {
+    this.#dataDir = dataDir;
+    this.#env = env;
+  }
+
+  get store(): SqliteLifecycleStore {
+    return (this.#store ??= new SqliteLifecycleStore(lifecycleDbFile(environmentDir(this.#dataDir, this.#env))));
+  }
+
+  get queue(): SqliteQueueEraser {
+    return (this.#queue ??= new SqliteQueueEraser(queueDbFile(this.#dataDir, this.#env)));
+  }
+
+  /** The partitions' erasers, once the view's layout is recorded (null before). */
+  #viewErasers(): SqliteViewEraser[] | null {
+    if (this.#erasers) return this.#erasers;
+    const file = viewDbFile(this.#dataDir, this.#env);
+    if (!existsSync(file)) return null;
+    const db = new Database(file, { readonly: true, fileMustExist: true });
+    let n: number | null;
+    try {
+      db.pragma('busy_timeout = 5000');
+      n = recordedViewPartitions(db);
+    } finally {
+      db.close();
+    }
+    if (n === null) return null;
+    this.#erasers = Array.from({ length: n }, (_, i) => new SqliteViewEraser(viewPartitionFile(file, i)));
+    return this.#erasers;
+  }
+
+  #eraserOf(dataSetId: string): SqliteViewEraser | null {
+    const erasers = this.#viewErasers();
+    return erasers ? erasers[partitionOf(dataSetId, erasers.length)]! : null;
+  }
+
+  async viewEraser(dataSetId: string): Promise<ViewEraser | null> {
+    return this.#eraserOf(dataSetId);
+  }
+
+  /** The data set's partition moves its offset past every segment, its own or skipped. */
+  async applied(dataSetId: string, boundSeq: number): Promise<boolean> {
+    const eraser = this.#eraserOf(dataSetId);
+    return eraser !== null && eraser.offset() > boundSeq;
+  }
+
+  async storeBytes(): Promise<StoreBytes> {
+    const envDir = environmentDir(this.#dataDir, this.#env);
+    const sizes = { queue: 0, body_log: 0, view: 0, control: 0, lifecycle: 0, ingest_stats: 0 };
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(envDir, { withFileTypes: true });
+    } catch {
+      return sizes;
+    }
+    for (const entry of entries) {
+      const path = join(envDir, entry.name);
+      if (entry.isDirectory()) {
+        if (entry.name.startsWith('queue.db-bodies')) for (const f of readdirSync(path)) sizes.body_log += fileBytes(join(path, f));
+        continue;
+      }
+      const store = STORE_OF_FILE.find(([pattern]) => pattern.test(entry.name))?.[1];
+      if (store) sizes[store] += fileBytes(path);
+    }
+    return sizes;
+  }
+
+  async dataSetUsage(dataSetId: string): Promise<{ records: number; event_bytes: number }> {
+    return this.#eraserOf(dataSetId)?.usage(dataSetId) ?? { records: 0, event_bytes: 0 };
+  }
+
+  async close(): Promise<void> {
+    for (const e of this.#erasers ?? []) e.close();
+    this.#queue?.close();
+    await this.#store?.close();
+    this.#erasers = this.#queue = this.#store = null;
+  }
+}

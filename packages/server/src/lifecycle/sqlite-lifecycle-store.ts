@@ -1,0 +1,190 @@
+/**
+ * The embedded profile's lifecycle store, `<env>/lifecycle.db`: deletion requests (written by the
+ * CLI, carried out by the worker), the suppression list and the deletion audit log.
+ *
+ * Why a file of its own: the view files have one writer each (their partition's consumer thread)
+ * and the CLI only reads them; a deletion is therefore a durable request here that the worker
+ * carries out in small batches (lifecycle-runner.ts), and the CLI waits for its outcome.
+ *
+ * Identifiers in clear: a pending request holds the identifier (or event id) it targets, because
+ * the worker must look it up in the view when it runs; the column is cleared in the transaction that
+ * marks the request done. The suppression list and the audit log hold only digests
+ * (identifier-digest.ts) under a random key kept here (`lifecycle_meta.digest_key`): they keep
+ * identifiers out of sight of whoever reads the audit log or an export, not of whoever holds this
+ * file (who, in the embedded profile, holds master.key and the view files too).
+ *
+ * `lifecycle_meta.version` increases with every new suppression, so that consumer threads reload
+ * the list only when it changed (one indexed read per batch otherwise).
+ */
+import Database from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { prepareDatabaseFile } from '../fs/durable-files.js';
+import { identifierDigest } from './identifier-digest.js';
+import {
+  deletionRequestOf,
+  type DeletionRequest,
+  type DeletionRequestRow,
+  type DeletionResult,
+  type LifecycleStore,
+  type NewDeletionRequest,
+  type SuppressionFilter,
+  SUPPRESSION_REFRESH_MS,
+} from './lifecycle-backend.js';
+import { SuppressionSet } from './suppression-set.js';
+
+export const LIFECYCLE_SCHEMA = `
+CREATE TABLE IF NOT EXISTS lifecycle_meta (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  digest_key BLOB NOT NULL,
+  version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS deletion_requests (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  data_set_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  target TEXT,
+  target_digest TEXT NOT NULL,
+  suppress INTEGER NOT NULL,
+  bound_seq INTEGER NOT NULL,
+  actor TEXT NOT NULL,
+  requested_at INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  done_at INTEGER,
+  result TEXT,
+  claimed_until INTEGER
+);
+CREATE INDEX IF NOT EXISTS deletion_requests_pending ON deletion_requests (state) WHERE state = 'pending';
+CREATE TABLE IF NOT EXISTS suppressions (
+  data_set_id TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  request_id INTEGER NOT NULL,
+  added_at INTEGER NOT NULL,
+  PRIMARY KEY (data_set_id, digest)
+) WITHOUT ROWID;
+`;
+
+export function lifecycleDbFile(environmentDir: string): string {
+  return join(environmentDir, 'lifecycle.db');
+}
+
+export class SqliteLifecycleStore implements LifecycleStore {
+  readonly #db: Database.Database;
+  readonly #key: Buffer;
+
+  constructor(file: string) {
+    prepareDatabaseFile(file); // 0600 in a 0700 directory, durable directory entries
+    this.#db = new Database(file);
+    this.#db.pragma('busy_timeout = 5000');
+    this.#db.pragma('journal_mode = WAL');
+    this.#db.pragma('synchronous = FULL');
+    // Deleted rows (cleared targets) are overwritten with zeros, not left in free pages.
+    this.#db.pragma('secure_delete = ON');
+    this.#db.exec(LIFECYCLE_SCHEMA);
+    this.#db.prepare('INSERT OR IGNORE INTO lifecycle_meta (id, digest_key, version) VALUES (1, ?, 0)').run(randomBytes(32));
+    this.#key = this.#db.prepare('SELECT digest_key FROM lifecycle_meta WHERE id = 1').pluck().get() as Buffer;
+  }
+
+  async digest(dataSetId: string, value: string): Promise<string> {
+    return identifierDigest(this.#key, dataSetId, value);
+  }
+
+  async request(input: NewDeletionRequest): Promise<DeletionRequest> {
+    const row = this.#db
+      .prepare(
+        `INSERT INTO deletion_requests (data_set_id, kind, target, target_digest, suppress, bound_seq, actor, requested_at, state)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING *`,
+      )
+      .get(input.dataSetId, input.kind, input.target, identifierDigest(this.#key, input.dataSetId, input.target), input.suppress ? 1 : 0, input.boundSeq, input.actor, input.nowMs ?? Date.now()) as DeletionRequestRow;
+    return deletionRequestOf(row);
+  }
+
+  async get(id: number): Promise<DeletionRequest | null> {
+    const row = this.#db.prepare('SELECT * FROM deletion_requests WHERE id = ?').get(id) as DeletionRequestRow | undefined;
+    return row ? deletionRequestOf(row) : null;
+  }
+
+  async pending(): Promise<DeletionRequest[]> {
+    return (this.#db.prepare("SELECT * FROM deletion_requests WHERE state = 'pending' ORDER BY id").all() as DeletionRequestRow[]).map(deletionRequestOf);
+  }
+
+  async audit(dataSetId?: string, limit = 1000): Promise<DeletionRequest[]> {
+    const rows =
+      dataSetId === undefined
+        ? this.#db.prepare('SELECT * FROM deletion_requests ORDER BY id DESC LIMIT ?').all(limit)
+        : this.#db.prepare('SELECT * FROM deletion_requests WHERE data_set_id = ? ORDER BY id DESC LIMIT ?').all(dataSetId, limit);
+    return (rows as DeletionRequestRow[]).map(deletionRequestOf);
+  }
+
+  async claim(id: number, forMs: number, nowMs = Date.now()): Promise<boolean> {
+    const { changes } = this.#db
+      .prepare("UPDATE deletion_requests SET claimed_until = ? WHERE id = ? AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < ?)")
+      .run(nowMs + forMs, id, nowMs);
+    return changes === 1;
+  }
+
+  async suppress(dataSetId: string, digests: readonly string[], requestId: number, nowMs = Date.now()): Promise<number> {
+    return this.#db.transaction(() => {
+      const insert = this.#db.prepare('INSERT OR IGNORE INTO suppressions (data_set_id, digest, request_id, added_at) VALUES (?, ?, ?, ?)');
+      let added = 0;
+      for (const d of digests) added += insert.run(dataSetId, d, requestId, nowMs).changes;
+      if (added > 0) this.#db.prepare('UPDATE lifecycle_meta SET version = version + 1 WHERE id = 1').run();
+      return added;
+    }).immediate();
+  }
+
+  async complete(id: number, result: DeletionResult, nowMs = Date.now()): Promise<void> {
+    this.#db
+      .prepare("UPDATE deletion_requests SET state = 'done', done_at = ?, result = ?, target = NULL WHERE id = ?")
+      .run(nowMs, JSON.stringify(result), id);
+    // The WAL still holds the page with the target in clear: copy it back and truncate the WAL now.
+    this.#db.pragma('wal_checkpoint(TRUNCATE)');
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+  }
+}
+
+/**
+ * The suppression list as a consumer thread sees it: digests by data set, reloaded when the
+ * store's version moved (checked at most once per `checkEveryMs`).
+ */
+export class SuppressionList implements SuppressionFilter {
+  readonly #file: string;
+  #db: Database.Database | null = null;
+  readonly #set = new SuppressionSet();
+  #checkedAt = 0;
+  readonly #checkEveryMs: number;
+
+  constructor(file: string, options: { checkEveryMs?: number } = {}) {
+    this.#file = file;
+    this.#checkEveryMs = options.checkEveryMs ?? SUPPRESSION_REFRESH_MS;
+  }
+
+  /** Reloads when changed; cheap when not (one primary-key read). */
+  refresh(nowMs = Date.now()): void {
+    if (nowMs - this.#checkedAt < this.#checkEveryMs) return;
+    this.#checkedAt = nowMs;
+    if (!this.#db) {
+      try {
+        this.#db = new Database(this.#file, { readonly: true, fileMustExist: true });
+        this.#db.pragma('busy_timeout = 5000');
+      } catch {
+        return; // no lifecycle.db yet: nothing is suppressed
+      }
+    }
+    const meta = this.#db.prepare('SELECT digest_key, version FROM lifecycle_meta WHERE id = 1').get() as { digest_key: Buffer; version: number } | undefined;
+    if (!meta || meta.version === this.#set.version) return;
+    this.#set.load(meta.digest_key, meta.version, this.#db.prepare('SELECT data_set_id, digest FROM suppressions').all() as { data_set_id: string; digest: string }[]);
+  }
+
+  suppressed(dataSetId: string, identifiers: readonly string[]): boolean {
+    return this.#set.suppressed(dataSetId, identifiers);
+  }
+
+  close(): void {
+    this.#db?.close();
+    this.#db = null;
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * The suppression list held by a consumer: digests by data set, and the key they were made with.
+ * A record is suppressed when the digest of any of its identifiers is listed for its data set; data
+ * sets without suppressions cost one Map lookup per record.
+ */
+import { identifierDigest } from './identifier-digest.js';
+
+export class SuppressionSet {
+  #key: Buffer | null = null;
+  #byDataSet = new Map<string, Set<string>>();
+  /** The store's version this set was loaded at (-1: never loaded). */
+  version = -1;
+
+  load(key: Buffer, version: number, rows: readonly { data_set_id: string; digest: string }[]): void {
+    const next = new Map<string, Set<string>>();
+    for (const row of rows) {
+      let set = next.get(row.data_set_id);
+      if (!set) next.set(row.data_set_id, (set = new Set()));
+      set.add(row.digest);
+    }
+    this.#key = key;
+    this.#byDataSet = next;
+    this.version = version;
+  }
+
+  suppressed(dataSetId: string, identifiers: readonly string[]): boolean {
+    const set = this.#byDataSet.get(dataSetId);
+    if (!set || identifiers.length === 0 || !this.#key) return false;
+    for (const identifier of identifiers) if (set.has(identifierDigest(this.#key, dataSetId, identifier))) return true;
+    return false;
+  }
+}

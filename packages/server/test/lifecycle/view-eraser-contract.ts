@@ -1,0 +1,123 @@
+/**
+ * The ViewEraser contract (lifecycle/lifecycle-backend.ts), written once and run against both
+ * backends (sqlite-view-eraser.test.ts in `npm test`; postgres-view-eraser.test.ts with
+ * ECAPI_TEST_DATABASE_URL): retention by last update with identity accounting (an identity keeps
+ * its other records; it goes, absorbed nodes and links included, with its last one), one record
+ * by key, an identity found by identifier or by an absorbed key, its records deleted page by page.
+ * Other data sets and the counters are never touched.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { ViewEraser } from '../../src/lifecycle/lifecycle-backend.js';
+import type { IdentityNode, MergedRecord, ViewStore } from '../../src/merged-view/view-store.js';
+
+export interface EraserFactory {
+  /** A fresh view: the store writes the state, the eraser deletes from it. */
+  create(): Promise<{ store: ViewStore; eraser: ViewEraser; dispose: () => Promise<void> }>;
+}
+
+const T0 = 1_700_000_000_000;
+
+function record(dataSetId: string, id: string, seq: number, lastReceivedAt: number, identityKey: string | null): MergedRecord {
+  return {
+    dataSetId, recordKey: `id:${id}`, eventId: id, firstSeq: seq, lastSeq: seq, firstReceivedAt: lastReceivedAt, lastReceivedAt,
+    mergedCount: 1, identityKey, measurementOnly: false, event: { id },
+  };
+}
+
+const node = (dataSetId: string, identityKey: string, parent: string | null, createdSeq: number, eventCount: number): IdentityNode =>
+  ({ dataSetId, identityKey, parent, createdSeq, eventCount, identifierCount: 1 });
+
+/**
+ * ds: identity ik_1 (absorbed ik_3; links email:a → ik_1, email:c → ik_3) with records r1 (old) and
+ * r3 (new); identity ik_2 (link phone:b) with r2 (old) only; r4 (old) without identity. other: r1 (old).
+ */
+async function seed(store: ViewStore): Promise<void> {
+  await store.transaction(async (tx) => {
+    await tx.writeRecords([
+      record('ds', 'r1', 1, T0, 'ik_1'),
+      record('ds', 'r2', 2, T0 + 10, 'ik_2'),
+      record('ds', 'r3', 3, T0 + 5000, 'ik_3'),
+      record('ds', 'r4', 4, T0 + 20, null),
+      record('other', 'r1', 5, T0, null),
+    ]);
+    await tx.writeIdentities([node('ds', 'ik_1', null, 1, 2), node('ds', 'ik_3', 'ik_1', 3, 0), node('ds', 'ik_2', null, 2, 1)]);
+    await tx.linkIdentifiers([
+      { dataSetId: 'ds', identifier: 'email:a', identityKey: 'ik_1' },
+      { dataSetId: 'ds', identifier: 'email:c', identityKey: 'ik_3' },
+      { dataSetId: 'ds', identifier: 'phone:b', identityKey: 'ik_2' },
+    ]);
+    await tx.addCounters([{ dataSetId: 'ds', hour: T0 - (T0 % 3_600_000), name: 'events', n: 4 }]);
+  });
+}
+
+export function viewEraserContract(backend: string, factory: EraserFactory, options: { skip?: string | false } = {}): void {
+  const run = (name: string, fn: (store: ViewStore, eraser: ViewEraser) => Promise<void>) =>
+    test(`${backend} view eraser: ${name}`, { skip: options.skip ?? false }, async () => {
+      const { store, eraser, dispose } = await factory.create();
+      try {
+        await seed(store);
+        await fn(store, eraser);
+      } finally {
+        await dispose();
+      }
+    });
+
+  run('retention deletes records last updated before the cutoff, in batches; identities go with their last record', async (store, eraser) => {
+    const first = await eraser.expire('ds', T0 + 1000, 2);
+    assert.equal(first.records, 2, 'at most the limit');
+    assert.ok(first.heldMs >= 0);
+    const second = await eraser.expire('ds', T0 + 1000, 2);
+    assert.equal(second.records, 1);
+    assert.equal((await eraser.expire('ds', T0 + 1000, 2)).records, 0);
+    for (const id of ['r1', 'r2', 'r4']) assert.equal(await store.getRecord('ds', `id:${id}`), null, id);
+    assert.ok(await store.getRecord('ds', 'id:r3'), 'updated after the cutoff: kept');
+    assert.ok(await store.getRecord('other', 'id:r1'), 'another data set: untouched');
+    // ik_1 lost r1 but keeps r3 (and its absorbed ik_3 and both links); ik_2 lost its only record.
+    const kept = await store.getIdentity('ds', 'ik_3');
+    assert.equal(kept?.identityKey, 'ik_1');
+    assert.equal(kept?.eventCount, 1);
+    assert.deepEqual(kept?.identifiers, ['email:a', 'email:c']);
+    assert.equal(await store.getIdentity('ds', 'ik_2'), null);
+    assert.equal(first.identities + second.identities, 1);
+    assert.equal(first.links + second.links, 1);
+    assert.deepEqual((await store.counters('ds', 0)).map((c) => c.n), [4], 'counters stay');
+    // Then the last one: the whole tree and its links go.
+    const last = await eraser.expire('ds', T0 + 10_000, 10);
+    assert.deepEqual({ records: last.records, identities: last.identities, links: last.links }, { records: 1, identities: 2, links: 2 });
+    assert.equal(await store.getIdentity('ds', 'ik_1'), null);
+    assert.equal(await store.getIdentity('ds', 'ik_3'), null);
+  });
+
+  run('one record by key; its identity goes when it was the last record', async (store, eraser) => {
+    assert.deepEqual(await eraser.deleteRecord('ds', 'id:r2'), { records: 1, identities: 1, links: 1 });
+    assert.equal(await store.getRecord('ds', 'id:r2'), null);
+    assert.equal(await store.getIdentity('ds', 'ik_2'), null);
+    assert.deepEqual(await eraser.deleteRecord('ds', 'id:r1'), { records: 1, identities: 0, links: 0 });
+    assert.equal((await store.getIdentity('ds', 'ik_1'))?.eventCount, 1);
+    assert.deepEqual(await eraser.deleteRecord('ds', 'id:nope'), { records: 0, identities: 0, links: 0 });
+  });
+
+  run('an identity by identifier or by an absorbed key; its records page by page; then its tree', async (store, eraser) => {
+    assert.equal(await eraser.findIdentity('ds', { identifier: 'email:zzz' }), null);
+    assert.equal(await eraser.findIdentity('other', { identifier: 'email:a' }), null, 'per data set');
+    const byIdentifier = await eraser.findIdentity('ds', { identifier: 'email:c' });
+    assert.deepEqual({ ...byIdentifier, keys: byIdentifier?.keys.slice().sort() }, { root: 'ik_1', keys: ['ik_1', 'ik_3'], identifiers: ['email:a', 'email:c'] });
+    assert.deepEqual(await eraser.findIdentity('ds', { identityKey: 'ik_3' }), byIdentifier);
+    const keys = new Set(byIdentifier!.keys);
+    let deleted = 0;
+    let pages = 0;
+    for (let after: number | null = 0; after !== null; pages++) {
+      const step: { counts: { records: number }; next: number | null } = await eraser.deleteIdentityRecords('ds', keys, after, 2);
+      deleted += step.counts.records;
+      after = step.next;
+    }
+    assert.equal(deleted, 2, 'r1 and r3');
+    assert.ok(pages >= 2, 'in pages of 2');
+    assert.ok(await store.getRecord('ds', 'id:r2'), "another identity's record stays");
+    assert.ok(await store.getRecord('ds', 'id:r4'));
+    assert.deepEqual(await eraser.deleteIdentity('ds', 'ik_1'), { records: 0, identities: 2, links: 2 });
+    assert.equal(await store.getIdentity('ds', 'ik_3'), null);
+    assert.ok(await store.getIdentity('ds', 'ik_2'));
+  });
+}
