@@ -56,13 +56,12 @@ export class SqliteQueueEraser implements QueueEraser {
   ): Promise<{ events: number; next: number | null }> {
     const db = this.#open();
     const rows = db
-      .prepare('SELECT * FROM queue_segments WHERE first_seq > ? AND first_seq <= ? ORDER BY first_seq LIMIT ?')
-      .all(afterSeq, boundSeq, limit) as SegmentRow[];
+      .prepare('SELECT * FROM queue_segments WHERE first_seq > ? AND first_seq <= ? AND data_set_id = ? ORDER BY first_seq LIMIT ?')
+      .all(afterSeq, boundSeq, dataSetId, limit) as SegmentRow[];
     const logDir = bodyLogDir(this.#file);
     const updates: { firstSeq: number; events: string; logged: LoggedBytes | null }[] = [];
     let erased = 0;
     for (const row of rows) {
-      if (row.data_set_id !== dataSetId) continue;
       const events = segmentEvents(rowEvents(row, logDir)) as (Record<string, unknown> | null)[];
       const changed = eraseMatching(events, match);
       if (changed === 0) continue;
