@@ -10,9 +10,12 @@ import { scripted, type Seen } from './helpers/https-test-server.js';
 
 const ev = (id: string, extra: Record<string, unknown> = {}) => ({ id, timestamp: 1746558464, event_type: 'page_view' as const, ...extra });
 
-/** Resolves when `check()` holds (polled). */
-async function until(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((resolve) => setTimeout(resolve, 5));
+/** Resolves when `check()` holds (polled); a test that never gets there fails instead of hanging. */
+async function until(check: () => boolean, what = 'the expected outcome'): Promise<void> {
+  for (let i = 0; !check(); i++) {
+    if (i > 3000) throw new Error(`never reached: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
 }
 
 const accepted = (seen: Seen) => ({ status: 200, body: { accepted: seen.events.length } });
