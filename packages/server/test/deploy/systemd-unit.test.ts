@@ -76,7 +76,7 @@ test('the unit has the hardening the deployment guide promises', () => {
   assert.equal(one('NoNewPrivileges'), 'yes');
   assert.equal(one('PrivateTmp'), 'yes');
   assert.equal(one('ProtectHome'), 'yes');
-  assert.equal(one('DynamicUser'), 'yes');
+  assert.equal(one('User'), 'ecapi-ingest', 'a system user of its own, never root');
   assert.equal(one('StateDirectory'), 'ecapi-ingest');
   assert.equal(one('CapabilityBoundingSet'), '', 'no capabilities at all');
   assert.equal(one('RestrictAddressFamilies'), 'AF_INET AF_INET6 AF_UNIX');
