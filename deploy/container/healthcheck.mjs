@@ -15,7 +15,7 @@ if (host.includes(':') && !host.startsWith('[')) host = `[${host}]`;
 const url = `http://${host}:${port}/readyz`;
 const headers = env.ECAPI_ADMIN_TOKEN ? { authorization: `Bearer ${env.ECAPI_ADMIN_TOKEN}` } : {};
 try {
-  const response = await fetch(url, { headers, signal: AbortSignal.timeout(Number(env.ECAPI_HEALTHCHECK_TIMEOUT_MS) || 2500) });
+  const response = await fetch(url, { headers, signal: AbortSignal.timeout(2500) });
   const body = (await response.text()).slice(0, 200).replace(/\s+/g, ' ');
   if (response.status === 200) process.exit(0);
   process.stderr.write(`not ready: ${url} answered ${response.status} ${body}\n`);

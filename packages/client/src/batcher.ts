@@ -14,7 +14,9 @@
  *   stats().dropped; nothing already held is discarded. A service that is down therefore costs the
  *   newest events once the retries of the batch in flight fill the room, never unbounded memory.
  * - An event is prepared exactly once, at track(): its bytes are what is signed and sent, and its
- *   id (generated when absent) is what a retry resends, so retries never duplicate it.
+ *   id (generated when absent) is what a retry resends, so retries never duplicate it. Only those
+ *   bytes are held (the heap grows by about 1.5 times their length: scripts/track-memory.ts); the event object a batch's
+ *   results carry is parsed back from them when the batch leaves.
  * - A timer is armed only while events wait, and it keeps the process alive until they are sent
  *   (a script that tracks and returns still delivers); close() flushes and releases everything.
  * - flush() resolves once every event tracked before the call has settled (accepted, rejected or
@@ -77,12 +79,11 @@ export interface TrackStats {
   readonly batches: number;
 }
 
-/** One tracked event, prepared. */
+/** One tracked event, prepared: its serialized form only (the object is parsed back for its batch's results). */
 interface Held {
   readonly seq: number;
   readonly json: string;
   readonly bytes: number;
-  readonly event: EcapiEvent;
   readonly id: string | null;
 }
 
@@ -170,7 +171,7 @@ export class Batcher {
       }
       return { status: 'dropped', id: p.id, message };
     }
-    const held: Held = { seq: ++this.#seq, json: p.json, bytes, event: p.event, id: p.id };
+    const held: Held = { seq: ++this.#seq, json: p.json, bytes, id: p.id };
     this.#waiting.push(held);
     this.#waitingBytes += bytes;
     this.#heldEvents++;
@@ -236,7 +237,8 @@ export class Batcher {
       if (this.#waiting.length === 0) this.stop();
       const prep: PreparedEvents = {
         serialized: batch.map((h) => h.json),
-        prepared: batch.map((h) => h.event),
+        // Parsed back from the bytes that are sent: holding only the string keeps the heap near the bytes counted.
+        prepared: batch.map((h) => JSON.parse(h.json) as EcapiEvent),
         ids: batch.map((h) => h.id),
         rejected: [],
         requests: planRequests(batch.map((h) => h.bytes), this.#limits).requests,
