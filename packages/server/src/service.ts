@@ -153,7 +153,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   const adminPort = admin ? await admin.listen() : 0;
   accepting = true;
   const port = (publicServer.server.address() as AddressInfo).port;
-  if (role === 'single') announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, storage: storage.location });
+  if (role === 'single') announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, storage: storage.location }, { config, port, adminPort });
   else logger.flush();
 
   return {

@@ -138,7 +138,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
     cluster.on('message', check);
   });
   const adminPort = await admin.listen();
-  announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, workers: config.workers });
+  announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, workers: config.workers }, { config, port, adminPort });
 
   return {
     port,
