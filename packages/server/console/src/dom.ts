@@ -66,6 +66,10 @@ export function card(id: string, label: string, value: string, note?: string, to
   );
 }
 
+/**
+ * A table; on a narrow screen (styles.css, `table.stack`) each row becomes a card whose cells stack
+ * under their column's name (`data-label`), so no column is scrolled out of sight.
+ */
 export function table(testId: string, head: string[], rows: (Child | Child[])[][], empty = 'Nothing yet.'): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'muted empty', 'data-testid': testId }, empty);
   return h(
@@ -73,9 +77,9 @@ export function table(testId: string, head: string[], rows: (Child | Child[])[][
     { class: 'table-wrap' },
     h(
       'table',
-      { 'data-testid': testId },
+      { 'data-testid': testId, class: 'stack' },
       h('thead', null, h('tr', null, head.map((c) => h('th', null, c)))),
-      h('tbody', null, rows.map((r) => h('tr', null, r.map((c) => h('td', null, c))))),
+      h('tbody', null, rows.map((r) => h('tr', null, r.map((c, i) => h('td', { 'data-label': head[i] ?? '' }, c))))),
     ),
   );
 }

@@ -61,10 +61,17 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .addOption(new Option('--master-key-file <path>', 'read the master key from this file (a mounted secret) instead of <data-dir>/master.key').env('ECAPI_MASTER_KEY_FILE'))
     .option('--json', 'print one JSON document', false)
     .exitOverride()
+    // commander's "(Did you mean send?)" for a mistyped command or option (on by default; inherited
+    // by every subcommand). It comes as a second line: kept, on the one line an error may take.
+    .showSuggestionAfterError(true)
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
-      outputError: (text, write) => write(text.split('\n')[0]!.trim() + '\n'),
+      outputError: (text, write) => {
+        const [first, ...rest] = text.split('\n').map((line) => line.trim());
+        const suggestion = rest.find((line) => /^\(Did you mean .*\?\)$/.test(line));
+        write(`${first}${suggestion ? ` ${suggestion}` : ''}\n`);
+      },
     });
 
   const globals = (): GlobalOptions => {

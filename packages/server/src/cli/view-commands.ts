@@ -10,7 +10,8 @@ import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
 import { runViewWorker } from '../view-worker.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import { recordKeyForId } from '../merged-view/merge.js';
-import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
+import { pairKey, type MergedRecord, type ViewStore } from '../merged-view/view-store.js';
+import { parseIdentifier } from './lifecycle-commands.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError, writeWithBackpressure } from './cli-io.js';
 import { parseDurationMs } from '../control/duration.js';
@@ -176,12 +177,23 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
   // identities
   const identities = program.command('identities').description('read identities (events linked by shared identifiers)');
   identities
-    .command('get <data_set_id> <identity_key>')
-    .description('print an identity: its live key, identifiers and event count')
-    .action((dataSetId: string, identityKey: string) =>
-      withReader(async (reader) => {
-        const identity = await reader.view().getIdentity(dataSetId, identityKey);
-        if (!identity) throw new CliError(`no identity "${identityKey}" in data set ${dataSetId}`);
+    .command('get <data_set_id> [identity_key]')
+    .description('print an identity: its live key, identifiers and event count; by its key, or by one of its identifiers')
+    .option('--identifier <type:value>', 'look the identity up by an identifier, as `identities forget` takes it: email:<sha256 hex>, phone:<sha256 hex>, cid:<id>, uid:<id>, ifa:<id>')
+    .action((dataSetId: string, identityKey: string | undefined, opts: { identifier?: string }) => {
+      if ((identityKey === undefined) === (opts.identifier === undefined)) throw new CliError('give exactly one of <identity_key> and --identifier');
+      const identifier = opts.identifier === undefined ? undefined : parseIdentifier(opts.identifier);
+      return withReader(async (reader) => {
+        const view = reader.view();
+        let key = identityKey;
+        if (identifier !== undefined) {
+          // The link lookup the consumer uses, in a transaction that writes nothing (commits empty).
+          key = await view.transaction(async (tx) => (await tx.loadIdentifierLinks([{ dataSetId, identifier }])).get(pairKey(dataSetId, identifier)));
+          // The identifier itself is not echoed (it may be a digest of a person's email).
+          if (key === undefined) throw new CliError(`no identity with that ${identifier.slice(0, identifier.indexOf(':'))} identifier in data set ${dataSetId}`);
+        }
+        const identity = await view.getIdentity(dataSetId, key!);
+        if (!identity) throw new CliError(`no identity "${key}" in data set ${dataSetId}`);
         const json = {
           data_set_id: identity.dataSetId,
           identity_key: identity.identityKey,
@@ -196,8 +208,8 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
             `events: ${json.event_count}\nidentifiers (${json.identifiers.length}):\n` +
             json.identifiers.map((i) => `  ${i}`).join('\n'),
         );
-      }, dataSetId),
-    );
+      }, dataSetId);
+    });
 
   // stats
   program

@@ -356,7 +356,8 @@ export class LiveStore {
    */
   testEvents(filter: TestEventFilter = {}): TestEventEntry[] {
     const { outcomes, eventType, sinceMs, limit = MAX_TEST_EVENTS + MAX_UNAUTHENTICATED_FAILURES } = filter;
-    const all: TestEventEntry[] = [...this.#testEvents, ...this.#unauthenticated].sort((a, b) => b.at - a.at);
+    // Newest first; within one request (same `at`) the last event first, as the lists were appended.
+    const all: TestEventEntry[] = [...this.#testEvents, ...this.#unauthenticated].reverse().sort((a, b) => b.at - a.at);
     const out: TestEventEntry[] = [];
     for (const e of all) {
       if (out.length >= limit) break;

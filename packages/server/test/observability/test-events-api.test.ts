@@ -200,3 +200,24 @@ test('test environment: an email or phone number used as the event id is masked 
     assert.equal(await server.stop(), 0);
   }
 });
+
+test('the production console names the test environment\'s real admin port, not a fixed 9465', { timeout: 120_000 }, async () => {
+  const dataDir = tempDataDir('ecapi-test-events-');
+  const production = await startServer({ dataDir });
+  const reason = async () => ((await (await fetch(`http://127.0.0.1:${production.adminPort}/api/test-events`)).json()) as { reason: string }).reason;
+  try {
+    // Not running: its default port, and how to change it.
+    assert.match(await reason(), /serve --env test; its admin port will be 9465 unless --admin-port says otherwise/);
+    const testEnv = await startServer({ dataDir, env: 'test' });
+    try {
+      assert.notEqual(testEnv.adminPort, 9465);
+      assert.ok((await reason()).includes(`running, admin port ${testEnv.adminPort}: http://127.0.0.1:${testEnv.adminPort}/console/`), await reason());
+    } finally {
+      assert.equal(await testEnv.stop(), 0);
+    }
+    // Stopped: its record is stale (the process is gone) and the default is named again.
+    assert.match(await reason(), /will be 9465/);
+  } finally {
+    assert.equal(await production.stop(), 0);
+  }
+});
