@@ -10,7 +10,7 @@ import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
 import { runViewWorker } from '../view-worker.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import { recordKeyForId } from '../merged-view/merge.js';
-import { pairKey, type MergedRecord, type ViewStore } from '../merged-view/view-store.js';
+import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
 import { parseIdentifier } from './lifecycle-commands.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError, writeWithBackpressure } from './cli-io.js';
@@ -187,8 +187,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         const view = reader.view();
         let key = identityKey;
         if (identifier !== undefined) {
-          // The link lookup the consumer uses, in a transaction that writes nothing (commits empty).
-          key = await view.transaction(async (tx) => (await tx.loadIdentifierLinks([{ dataSetId, identifier }])).get(pairKey(dataSetId, identifier)));
+          key = (await view.identityOfIdentifier(dataSetId, identifier)) ?? undefined;
           // The identifier itself is not echoed (it may be a digest of a person's email).
           if (key === undefined) throw new CliError(`no identity with that ${identifier.slice(0, identifier.indexOf(':'))} identifier in data set ${dataSetId}`);
         }
