@@ -153,9 +153,9 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     // What identifies a problem stays in sight (issue 31 point 6): each rejection's event id and
     // error, and the per-hour reasons, wrapped rather than cut or scrolled out of the panel.
     for (const [selector, what] of [
-      ['[data-testid="recent-rejections"] tbody td[data-label="Event id"] code', 'recent rejections: event ids'],
-      ['[data-testid="recent-rejections"] tbody td[data-label="Error"]', 'recent rejections: errors'],
-      ['[data-testid="recent-rejections"] tbody td[data-label="Time (UTC)"]', 'recent rejections: times'],
+      ['[data-testid="recent-rejections"] tbody td:nth-child(4) code', 'recent rejections: event ids'],
+      ['[data-testid="recent-rejections"] tbody td:nth-child(5)', 'recent rejections: errors'],
+      ['[data-testid="recent-rejections"] tbody td:nth-child(1)', 'recent rejections: times'],
       ['[data-testid="rejections-hourly"] tbody ul.reasons li', 'per-hour rejection reasons'],
     ] as const) await shownWhole(page, selector, what);
     await screenshot(page, 'data-set-390');
@@ -168,7 +168,7 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     await page.locator('[data-testid="data-sets-table"]').waitFor();
     await noSidewaysScroll(page, 'data sets');
     await shownWhole(page, '[data-testid="data-sets-table"] ul.keys code', 'data sets: key ids');
-    await shownWhole(page, '[data-testid="data-sets-table"] tbody td[data-label="Grants"] code', 'data sets: grants');
+    await shownWhole(page, '[data-testid="data-sets-table"] tbody td:nth-child(3) code', 'data sets: grants');
     await screenshot(page, 'data-sets-390');
     const dated = await lineCounts(page, '[data-testid="data-sets-table"] .nowrap');
     assert.ok(dated.length >= 4 && dated.every((n) => n === 1), `creation times on one line at 390 px: ${JSON.stringify(dated)}`);
