@@ -67,17 +67,19 @@ export function card(id: string, label: string, value: string, note?: string, to
 }
 
 /**
- * A table; on a narrow screen (styles.css, `table.stack`) each row becomes a card whose cells stack
- * under their column's name (`data-label`), so no column is scrolled out of sight.
+ * A table. With `stack` (tables whose columns identify a problem: ids, errors, reasons), each row
+ * becomes a card on a narrow screen (styles.css, `table.stack`), its cells under their column's
+ * name (`data-label`), so no such column is scrolled out of sight; other tables (figures) scroll
+ * sideways inside their panel.
  */
-export function table(testId: string, head: string[], rows: (Child | Child[])[][], empty = 'Nothing yet.'): HTMLElement {
+export function table(testId: string, head: string[], rows: (Child | Child[])[][], empty = 'Nothing yet.', options: { stack?: boolean } = {}): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'muted empty', 'data-testid': testId }, empty);
   return h(
     'div',
     { class: 'table-wrap' },
     h(
       'table',
-      { 'data-testid': testId, class: 'stack' },
+      { 'data-testid': testId, class: options.stack ? 'stack' : undefined },
       h('thead', null, h('tr', null, head.map((c) => h('th', null, c)))),
       h('tbody', null, rows.map((r) => h('tr', null, r.map((c, i) => h('td', { 'data-label': head[i] ?? '' }, c))))),
     ),
