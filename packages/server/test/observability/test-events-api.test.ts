@@ -209,11 +209,15 @@ test('the production console names the test environment\'s real admin port, not 
     // Not running: its default port, and how to change it.
     assert.match(await reason(), /serve --env test; its admin port will be 9465 unless --admin-port says otherwise/);
     const testEnv = await startServer({ dataDir, env: 'test' });
+    // `serve` installs its SIGTERM handler in the tick it prints the console's URL, after the
+    // "listening" line startServer waits for: a stop in between kills it by the signal (exit null).
+    for (let i = 0; i < 100 && !testEnv.output().includes('Operator console:'); i++) await sleep(50);
     try {
       assert.notEqual(testEnv.adminPort, 9465);
       assert.ok((await reason()).includes(`running, admin port ${testEnv.adminPort}: http://127.0.0.1:${testEnv.adminPort}/console/`), await reason());
     } finally {
-      assert.equal(await testEnv.stop(), 0);
+      const code = await testEnv.stop();
+      assert.equal(code, 0, testEnv.output().slice(-3000));
     }
     // Stopped: its record is stale (the process is gone) and the default is named again.
     assert.match(await reason(), /will be 9465/);
