@@ -10,8 +10,8 @@
  * that may answer nothing, which is all the harm). Best effort: a failure to write or read it never
  * stops a node, it only falls back to the defaults.
  */
-import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { environmentDir, type Environment } from './config.js';
 
 export interface ListeningRecord {
@@ -27,6 +27,8 @@ export function writeListeningRecord(dataDir: string, env: Environment, record: 
   const file = fileOf(dataDir, env);
   const temp = `${file}.${process.pid}.tmp`;
   try {
+    // On the PostgreSQL profile nothing else may have created the environment's directory.
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
     writeFileSync(temp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
     renameSync(temp, file);
   } catch {
