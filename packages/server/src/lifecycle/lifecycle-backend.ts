@@ -77,7 +77,7 @@ export const deletionRequestOf = (r: DeletionRequestRow): DeletionRequest => ({
 });
 
 export interface LifecycleStore {
-  /** Digest of an identifier (or event id) of a data set under the store's key (identifier-digest.ts). */
+  /** Digest of a typed identifier of a data set under the store's key, in canonical form (identifier-digest.ts suppressionDigest). */
   digest(dataSetId: string, value: string): Promise<string>;
   request(input: NewDeletionRequest): Promise<DeletionRequest>;
   get(id: number): Promise<DeletionRequest | null>;

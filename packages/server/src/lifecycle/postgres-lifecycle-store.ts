@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { inTransaction, type Pool } from '../postgres/database.js';
-import { identifierDigest } from './identifier-digest.js';
+import { suppressionDigest, targetDigest } from './identifier-digest.js';
 import {
   deletionRequestOf,
   type DeletionRequest,
@@ -39,14 +39,14 @@ export class PostgresLifecycleStore implements LifecycleStore {
   }
 
   async digest(dataSetId: string, value: string): Promise<string> {
-    return identifierDigest(await this.#digestKey(), dataSetId, value);
+    return suppressionDigest(await this.#digestKey(), dataSetId, value);
   }
 
   async request(input: NewDeletionRequest): Promise<DeletionRequest> {
     const { rows } = await this.#pool.query<DeletionRequestRow>(
       `INSERT INTO deletion_requests (data_set_id, kind, target, target_digest, suppress, bound_seq, actor, requested_at, state)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending') RETURNING *`,
-      [input.dataSetId, input.kind, input.target, await this.digest(input.dataSetId, input.target), input.suppress, input.boundSeq, input.actor, input.nowMs ?? Date.now()],
+      [input.dataSetId, input.kind, input.target, targetDigest(await this.#digestKey(), input.dataSetId, input.kind, input.target), input.suppress, input.boundSeq, input.actor, input.nowMs ?? Date.now()],
     );
     return deletionRequestOf(rows[0]!);
   }

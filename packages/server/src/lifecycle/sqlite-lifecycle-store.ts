@@ -20,7 +20,7 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { prepareDatabaseFile } from '../fs/durable-files.js';
-import { identifierDigest } from './identifier-digest.js';
+import { suppressionDigest, targetDigest } from './identifier-digest.js';
 import {
   deletionRequestOf,
   type DeletionRequest,
@@ -86,7 +86,7 @@ export class SqliteLifecycleStore implements LifecycleStore {
   }
 
   async digest(dataSetId: string, value: string): Promise<string> {
-    return identifierDigest(this.#key, dataSetId, value);
+    return suppressionDigest(this.#key, dataSetId, value);
   }
 
   async request(input: NewDeletionRequest): Promise<DeletionRequest> {
@@ -95,7 +95,7 @@ export class SqliteLifecycleStore implements LifecycleStore {
         `INSERT INTO deletion_requests (data_set_id, kind, target, target_digest, suppress, bound_seq, actor, requested_at, state)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING *`,
       )
-      .get(input.dataSetId, input.kind, input.target, identifierDigest(this.#key, input.dataSetId, input.target), input.suppress ? 1 : 0, input.boundSeq, input.actor, input.nowMs ?? Date.now()) as DeletionRequestRow;
+      .get(input.dataSetId, input.kind, input.target, targetDigest(this.#key, input.dataSetId, input.kind, input.target), input.suppress ? 1 : 0, input.boundSeq, input.actor, input.nowMs ?? Date.now()) as DeletionRequestRow;
     return deletionRequestOf(row);
   }
 
