@@ -115,7 +115,9 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
       const deadline = Date.now() + waitMs;
       while (request.state !== 'done' && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 200));
-        request = (await store.get(request.id))!;
+        const now = await store.get(request.id);
+        if (!now) throw new CliError(`deletion request ${request.id} is no longer in the lifecycle store (was the data dir restored or its disk full?)`);
+        request = now;
       }
       ctx.out(g.json ? JSON.stringify(deletionJson(request)) : deletionText(request));
       if (request.state !== 'done') ctx.setExitCode(PENDING_EXIT_CODE);

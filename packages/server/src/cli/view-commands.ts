@@ -16,6 +16,7 @@ import { CliError, writeWithBackpressure } from './cli-io.js';
 import { parseDurationMs } from '../control/duration.js';
 import type { CliContext } from './cli-context.js';
 import { requireDataSet } from './known-data-set.js';
+import { diskIsFull, ecapiProcessAlive, formatBytes, freeSpace } from './storage-health.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -126,19 +127,36 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         const now = Date.now();
         const lag = await reader.lag(now);
         const beat = await reader.view().lastHeartbeat(VIEW_CONSUMER);
-        const running = beat !== null && beat.at > 0 && now - beat.at < 10_000;
+        const fresh = beat !== null && beat.at > 0 && now - beat.at < 10_000;
+        // A heartbeat that stopped without a clean stop (at = 0) whose process is alive (embedded
+        // profile: the consumer runs on this machine) is a consumer that cannot write: on a full
+        // disk, say so rather than "not running" (issue 29).
+        const stalled = !fresh && beat !== null && beat.at > 0 && g.databaseUrl === undefined && ecapiProcessAlive(beat.pid);
+        const running = fresh || stalled;
+        const space = g.databaseUrl === undefined ? freeSpace(g.dataDir) : null;
+        const full = space !== null && diskIsFull(space);
+        const problem = stalled
+          ? `its heartbeat stopped ${Math.round((now - beat!.at) / 1000)} s ago: it cannot write to the view` +
+            (full ? `: the data dir's disk is full (${formatBytes(space!.free)} free on ${g.dataDir})` : ' (see its log)')
+          : full
+            ? `the data dir's disk is full (${formatBytes(space!.free)} free on ${g.dataDir}): the consumer cannot apply events and ingestion answers 500 until space is freed`
+            : null;
         const json = {
           consumer: VIEW_CONSUMER,
           running,
+          stalled,
           pid: running ? beat!.pid : null,
           heartbeat_at: beat && beat.at > 0 ? iso(beat.at) : null,
           ...lag,
+          ...(space ? { data_dir_free_bytes: space.free } : {}),
+          problem,
         };
         if (g.json) return void ctx.out(JSON.stringify(json));
         ctx.out(
-          `consumer ${json.consumer}: ${running ? `running (pid ${json.pid})` : 'not running'}\n` +
+          `consumer ${json.consumer}: ${stalled ? `running (pid ${json.pid}) but stalled` : running ? `running (pid ${json.pid})` : 'not running'}\n` +
             `next seq ${lag.next_seq}, queue last seq ${lag.queue_last_seq}\n` +
-            `lag: ${lag.lag_records} record(s), ${lag.lag_seconds} s`,
+            `lag: ${lag.lag_records} record(s), ${lag.lag_seconds} s` +
+            (problem ? `\nproblem: ${problem}` : ''),
         );
       }),
     );

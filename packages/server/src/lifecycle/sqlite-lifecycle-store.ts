@@ -90,13 +90,16 @@ export class SqliteLifecycleStore implements LifecycleStore {
   }
 
   async request(input: NewDeletionRequest): Promise<DeletionRequest> {
-    const row = this.#db
+    // all(), not get(): get() stops at the RETURNING row, and the statement's commit then runs when
+    // it is reset, where an error (SQLITE_FULL on a full disk) is not reported: the request was
+    // returned but never stored (issue 29).
+    const [row] = this.#db
       .prepare(
         `INSERT INTO deletion_requests (data_set_id, kind, target, target_digest, suppress, bound_seq, actor, requested_at, state)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING *`,
       )
-      .get(input.dataSetId, input.kind, input.target, targetDigest(this.#key, input.dataSetId, input.kind, input.target), input.suppress ? 1 : 0, input.boundSeq, input.actor, input.nowMs ?? Date.now()) as DeletionRequestRow;
-    return deletionRequestOf(row);
+      .all(input.dataSetId, input.kind, input.target, targetDigest(this.#key, input.dataSetId, input.kind, input.target), input.suppress ? 1 : 0, input.boundSeq, input.actor, input.nowMs ?? Date.now()) as DeletionRequestRow[];
+    return deletionRequestOf(row!);
   }
 
   async get(id: number): Promise<DeletionRequest | null> {
