@@ -167,12 +167,24 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
     .command('get <data_set_id> <id>')
     .description('print the merged record of an event id as JSON')
     .action((dataSetId: string, id: string) =>
-      withReader(async (reader) => {
-        const store = reader.view();
-        const record = await store.getRecord(dataSetId, recordKeyForId(id));
-        if (!record) throw new CliError(`no merged record for id "${id}" in data set ${dataSetId} (not sent, or not consumed yet)`);
-        ctx.out(JSON.stringify(await mergedRecordJson(store, record)));
-      }, dataSetId),
+      ctx.withStorage(async (storage) => {
+        await requireDataSet(storage, dataSetId);
+        const reader = new StatsReader(storage);
+        try {
+          const store = reader.view();
+          const record = await store.getRecord(dataSetId, recordKeyForId(id));
+          if (record) return void ctx.out(JSON.stringify(await mergedRecordJson(store, record)));
+          // Deleted? The lifecycle store keeps keyed digests of the ids a deletion removed, never the ids.
+          const deletion = await storage.lifecycle().store.deletedBy(dataSetId, id).catch(() => null);
+          if (deletion) {
+            const command = deletion.kind === 'delete_event' ? 'events delete' : 'identities forget';
+            throw new CliError(`no merged record for id "${id}" in data set ${dataSetId}: it was deleted by deletion request ${deletion.id} (${command}${deletion.doneAt !== null ? `, ${iso(deletion.doneAt)}` : ''})`);
+          }
+          throw new CliError(`no merged record for id "${id}" in data set ${dataSetId} (not sent, not consumed yet, or expired by the view retention)`);
+        } finally {
+          await reader.close();
+        }
+      }),
     );
   events
     .command('export')

@@ -54,6 +54,15 @@ export function suppressionDigest(key: Buffer, dataSetId: string, identifier: st
   return identifierDigest(key, dataSetId, canonicalIdentifier(identifier));
 }
 
+/**
+ * The digest noting that an event id's record was deleted (lifecycle stores' deleted_events): the
+ * identifier digest of the id, cut to 128 bits (a collision among a data set's deleted ids is out of
+ * reach; the table stays small: a forget can delete many records).
+ */
+export function eventDigest(key: Buffer, dataSetId: string, eventId: string): string {
+  return identifierDigest(key, dataSetId, eventId).slice(0, 32);
+}
+
 /** A deletion request's target digest (the audit log): an identifier canonical, an event id or identity key as it is. */
 export function targetDigest(key: Buffer, dataSetId: string, kind: DeletionKind, target: string): string {
   return kind === 'forget_identifier' ? suppressionDigest(key, dataSetId, target) : identifierDigest(key, dataSetId, target);
