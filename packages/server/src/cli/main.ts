@@ -137,7 +137,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
       return error.exitCode === 0 ? 0 : 2;
     }
     // A full disk, whichever store met it, is said as such (not as a library's SQLITE_FULL or a null read).
-    const where = program.opts<{ dataDir: string; databaseUrl?: string }>();
+    const where = cli.program.opts<{ dataDir: string; databaseUrl?: string }>();
     const message = isDiskFull(error) ? diskFullMessage({ dataDir: resolve(where.dataDir), databaseUrl: where.databaseUrl }, error) : error instanceof Error ? error.message : String(error);
     io.stderr.write(`error: ${message.split('\n')[0]}\n`);
     return error instanceof CliError ? error.exitCode : 1;
