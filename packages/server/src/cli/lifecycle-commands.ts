@@ -132,7 +132,7 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
     .option('--identifier <type:value>', 'an identifier of the person, like email:<sha256 hex>, phone:<sha256 hex>, cid:<id>, uid:<id>, ifa:<id>')
     .option('--identity-key <key>', 'the identity key (ik_…) instead of an identifier')
     .option('--suppress', 'also drop future events carrying any of the identity\'s identifiers before the merged view (counted)', false)
-    .option('--actor <who>', 'who asked, for the audit log (default cli:<user>)')
+    .option('--actor <who>', 'who asked, for the audit log: up to 200 printable characters (default cli:<user>)')
     .addOption(waitOption())
     .option('--no-wait', 'return at once; the worker carries the request out')
     .action((dataSetId: string, opts: { identifier?: string; identityKey?: string; suppress: boolean; actor?: string; wait: boolean | string }) => {
@@ -145,7 +145,7 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
   group('events')
     .command('delete <data_set_id> <id>')
     .description('delete one event: its merged record and the queue\'s copies (audited)')
-    .option('--actor <who>', 'who asked, for the audit log (default cli:<user>)')
+    .option('--actor <who>', 'who asked, for the audit log: up to 200 printable characters (default cli:<user>)')
     .addOption(waitOption())
     .option('--no-wait', 'return at once; the worker carries the request out')
     .action((dataSetId: string, id: string, opts: { actor?: string; wait: boolean | string }) => {
