@@ -6,7 +6,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { BIN, profileArgs, tempDataDir } from '../helpers/server-process.js';
@@ -18,11 +19,21 @@ async function holdPort(): Promise<{ server: Server; port: number }> {
   return { server, port: (server.address() as AddressInfo).port };
 }
 
-/** Processes whose command line names this data dir (the serve process, its workers, its consumer). */
-const processesOf = (dataDir: string) =>
-  execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
-    .split('\n')
-    .filter((line) => line.includes(dataDir) && !line.includes(' ps '));
+/** Processes whose command line names this data dir (the serve process, its workers, its consumer), from /proc. */
+function processesOf(dataDir: string): string[] {
+  if (!existsSync('/proc/self/cmdline')) return [];
+  const found: string[] = [];
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    let cmdline = '';
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\u0000', ' ');
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (cmdline.includes(dataDir)) found.push(`${pid} ${cmdline}`);
+  }
+  return found;
+}
 
 const cases = [
   { shape: 'one process', workers: '1', taken: 'public port' },
