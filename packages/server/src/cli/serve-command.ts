@@ -18,6 +18,7 @@ import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js
 import { startConsumerSupervisor, type ConsumerSupervisor } from '../consumer/consumer-supervisor.js';
 import type { CliContext } from './cli-context.js';
 import { parsePort, parsePositive } from './cli-parsers.js';
+import { watchNpmStartParent } from './npm-start-parent.js';
 
 export function registerServeCommand(program: Command, ctx: CliContext): void {
   program
@@ -128,8 +129,13 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         : null;
       // --- end consumer ---
       ctx.keepAlive(new Promise<void>((resolveDone) => {
-        const stop = (signal: string) => {
-          service.logger.info({ signal }, 'shutting down');
+        let stopping = false;
+        let stopWatch: (() => void) | null = null;
+        const stop = (why: { signal: string } | { reason: string }) => {
+          if (stopping) return;
+          stopping = true;
+          stopWatch?.();
+          service.logger.info(why, 'shutting down');
           // The consumer stops first (it finishes its batch); then the service flushes the queue.
           (consumer ? consumer.stop() : Promise.resolve()).then(() => service.close()).then(resolveDone, (error: Error) => {
             ctx.io.stderr.write(`error: shutdown failed: ${error.message}\n`);
@@ -137,8 +143,10 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
             resolveDone();
           });
         };
-        process.once('SIGTERM', () => stop('SIGTERM'));
-        process.once('SIGINT', () => stop('SIGINT'));
+        process.once('SIGTERM', () => stop({ signal: 'SIGTERM' }));
+        process.once('SIGINT', () => stop({ signal: 'SIGINT' }));
+        // Under `npm start`, a SIGTERM to npm kills the shell between them, not serve (npm-start-parent.ts).
+        stopWatch = watchNpmStartParent({ env: ctx.io.env, onGone: () => stop({ reason: 'the npm start that ran it has exited' }) });
       }));
     });
 }
