@@ -170,13 +170,13 @@ export function reportSend(ctx: CliContext, o: SendOutcome): void {
   if (problems.length > MAX_PRINTED_PROBLEMS) stderr.write(`  … and ${num(problems.length - MAX_PRINTED_PROBLEMS)} more${rejectsFile ? ` (see ${rejectsFile})` : ' (--rejects FILE writes them all)'}\n`);
   if (failure !== undefined) {
     // One request-level failure: said once, with its fix; never as N per-event errors.
-    stderr.write(`error: ${advice}. Nothing more was sent: ${num(allTotals.undeliverable)} events not delivered${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them after the fix, their ids are kept\n`);
+    stderr.write(`error: ${advice}. Nothing more was sent: ${plural(allTotals.undeliverable, 'event', 'events')} not delivered${rejectsFile ? ` (see ${rejectsFile})` : ''}; ${allTotals.undeliverable === 1 ? 'resend it after the fix, its id is kept' : 'resend them after the fix, their ids are kept'}\n`);
     ctx.setExitCode(EXIT_REQUEST_FAILURE);
   } else if (allTotals.undeliverable > 0) {
-    stderr.write(`error: ${num(allTotals.undeliverable)} events undeliverable, ${num(allTotals.rejected)} rejected${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them later, their ids are kept\n`);
+    stderr.write(`error: ${plural(allTotals.undeliverable, 'event', 'events')} undeliverable, ${num(allTotals.rejected)} rejected${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them later, their ids are kept\n`);
     ctx.setExitCode(EXIT_UNDELIVERABLE);
   } else if (allTotals.rejected > 0) {
-    stderr.write(`error: ${num(allTotals.rejected)} events ${dryRun ? 'invalid' : 'rejected'}${rejectsFile ? ` (see ${rejectsFile})` : ''}\n`);
+    stderr.write(`error: ${plural(allTotals.rejected, 'event', 'events')} ${dryRun ? 'invalid' : 'rejected'}${rejectsFile ? ` (see ${rejectsFile})` : ''}\n`);
     ctx.setExitCode(EXIT_REJECTED);
   }
 }

@@ -168,7 +168,7 @@ test('send --demo where no server listens: connection refused at the URL, with t
   assert.equal(r.stderr,
     `error: connection refused at https://127.0.0.1:${port}/v1/events: no server listens there. send --demo sends to the default port of a local production server; ` +
     'for a server on another port pass --url https://127.0.0.1:<port> (serve prints its port at start), or start one with npm start. ' +
-    'Nothing more was sent: 1 events not delivered; resend them after the fix, their ids are kept\n');
+    'Nothing more was sent: 1 event not delivered; resend it after the fix, its id is kept\n');
 });
 
 test('run with another data dir, an untrusted certificate is one TLS error naming --ca, --data-dir and where the CA was looked for (exit 4)', async () => {
