@@ -15,7 +15,8 @@ import type { PartitionAssignment, PartitionStepper } from './consumer-loop.js';
 import type { PartitionThreadData, PartitionThreadMessage } from './sqlite-partition-thread.js';
 import { SqliteQueueSource } from './sqlite-queue-source.js';
 import { ViewCheckpointer } from './view-checkpointer.js';
-import { ViewConsumer, type StepResult } from './view-consumer.js';
+import { ViewConsumer, VIEW_CONSUMER, type StepResult } from './view-consumer.js';
+import { ThreadPrefetcher } from './batch-prefetch.js';
 
 export interface SqlitePartitionsOptions {
   readonly queueFile: string;
@@ -25,6 +26,11 @@ export interface SqlitePartitionsOptions {
   readonly batchSize: number;
   /** Merge windows by data set (ms). */
   readonly windows: () => readonly [string, number][];
+  /**
+   * Whether each partition has a prefetch thread making its next batch's reads while it applies
+   * one (batch-prefetch.ts; default true).
+   */
+  readonly prefetch?: boolean;
 }
 
 /** Young generation of each partition thread (V8 `resourceLimits.maxYoungGenerationSizeMb`). */
@@ -118,6 +124,9 @@ class LocalPartition implements PartitionStepper {
       batchSize: options.batchSize,
       mergeWindowMs: (dataSetId) => new Map(options.windows()).get(dataSetId) ?? defaultWindowMs,
       suppressed: (dataSetId, identifiers) => this.#suppressions.suppressed(dataSetId, identifiers),
+      ...(options.prefetch !== false
+        ? { prefetcher: new ThreadPrefetcher({ queueFile: options.queueFile, viewFile: options.viewFile, partition: 0, partitions: 1, consumer: VIEW_CONSUMER }) }
+        : {}),
     });
   }
 
@@ -128,6 +137,7 @@ class LocalPartition implements PartitionStepper {
 
   async close(): Promise<void> {
     this.#suppressions.close();
+    await this.#consumer.close();
     await this.#source.close();
     await this.#store.close();
   }
@@ -146,7 +156,10 @@ export class SqlitePartitions implements PartitionAssignment {
         ? [new LocalPartition(options)]
         : Array.from({ length: options.partitions }, (_, partition) =>
             new ThreadPartition(
-              { queueFile: options.queueFile, viewFile: viewPartitionFile(options.viewFile, partition), partition, partitions: options.partitions, batchSize: options.batchSize },
+              {
+                queueFile: options.queueFile, viewFile: viewPartitionFile(options.viewFile, partition), partition, partitions: options.partitions,
+                batchSize: options.batchSize, prefetch: options.prefetch !== false,
+              },
               options.windows,
             ));
   }
