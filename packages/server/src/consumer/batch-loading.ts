@@ -10,9 +10,6 @@ import { isMeasurementOnly } from '../analytics/hourly.js';
 import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import { recordKeyOf, type JsonObject } from '../merged-view/merge.js';
 import { pairKey, type IdentityNode, type MergedRecord, type ViewTransaction } from '../merged-view/view-store.js';
-
-/** The reads a batch makes: a view transaction, or one answered in part from memory (lookup-overlay.ts). */
-export type ViewLookups = Pick<ViewTransaction, 'loadRecords' | 'loadIdentifierLinks' | 'loadIdentities'>;
 import type { QueueRecord } from '../queue/event-queue.js';
 
 /** A queued record, decoded once for the whole batch. */
@@ -72,7 +69,7 @@ const recordRef = (dataSetId: string, recordKey: string) => ({ dataSetId, record
 const identifierRef = (dataSetId: string, identifier: string) => ({ dataSetId, identifier });
 const identityRef = (dataSetId: string, identityKey: string) => ({ dataSetId, identityKey });
 
-export async function loadBatch(tx: ViewLookups, records: readonly QueueRecord[]): Promise<LoadedBatch> {
+export async function loadBatch(tx: ViewTransaction, records: readonly QueueRecord[]): Promise<LoadedBatch> {
   const prepared = prepareRecords(records);
   const recordKeys = new Wanted();
   const identifiers = new Wanted();

@@ -130,11 +130,6 @@ export class IdentityForest {
     this.#moves.push({ dataSetId, from: absorbed.identityKey, to: survivor.identityKey });
   }
 
-  /** Every node the forest holds (loaded or created), as the batch leaves them. */
-  nodes(): ReadonlyMap<string, IdentityNode> {
-    return this.#nodes;
-  }
-
   /** Nodes created or changed by the batch. */
   changedNodes(): IdentityNode[] {
     return [...this.#dirty].map((pk) => this.#nodes.get(pk)!);

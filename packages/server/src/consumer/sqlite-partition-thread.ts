@@ -15,8 +15,7 @@ import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
 import { partitionOf } from './data-set-partition.js';
 import { SqliteQueueSource } from './sqlite-queue-source.js';
-import { ViewConsumer, VIEW_CONSUMER } from './view-consumer.js';
-import { ThreadPrefetcher } from './batch-prefetch.js';
+import { ViewConsumer } from './view-consumer.js';
 
 export interface PartitionThreadData {
   readonly queueFile: string;
@@ -24,8 +23,6 @@ export interface PartitionThreadData {
   readonly partition: number;
   readonly partitions: number;
   readonly batchSize: number;
-  /** Whether a prefetch thread makes the next batch's reads (batch-prefetch.ts). */
-  readonly prefetch: boolean;
 }
 
 export type PartitionThreadMessage =
@@ -46,9 +43,6 @@ const consumer = new ViewConsumer(store, source, {
   batchSize: data.batchSize,
   mergeWindowMs: (dataSetId) => windows.get(dataSetId) ?? defaultWindowMs,
   suppressed: (dataSetId, identifiers) => suppressions.suppressed(dataSetId, identifiers),
-  ...(data.prefetch
-    ? { prefetcher: new ThreadPrefetcher({ queueFile: data.queueFile, viewFile: data.viewFile, partition: data.partition, partitions: data.partitions, consumer: VIEW_CONSUMER }) }
-    : {}),
 });
 
 port.on('message', (message: PartitionThreadMessage) => {
@@ -61,6 +55,6 @@ port.on('message', (message: PartitionThreadMessage) => {
     );
   } else if (message.type === 'close') {
     suppressions.close();
-    void consumer.close().then(() => source.close()).then(() => store.close()).finally(() => port.close());
+    void source.close().then(() => store.close()).finally(() => port.close());
   }
 });

@@ -15,8 +15,7 @@ import type { PartitionAssignment, PartitionStepper } from './consumer-loop.js';
 import type { PartitionThreadData, PartitionThreadMessage } from './sqlite-partition-thread.js';
 import { SqliteQueueSource } from './sqlite-queue-source.js';
 import { ViewCheckpointer } from './view-checkpointer.js';
-import { ViewConsumer, VIEW_CONSUMER, type StepResult } from './view-consumer.js';
-import { ThreadPrefetcher } from './batch-prefetch.js';
+import { ViewConsumer, type StepResult } from './view-consumer.js';
 
 export interface SqlitePartitionsOptions {
   readonly queueFile: string;
@@ -26,11 +25,6 @@ export interface SqlitePartitionsOptions {
   readonly batchSize: number;
   /** Merge windows by data set (ms). */
   readonly windows: () => readonly [string, number][];
-  /**
-   * Whether each partition has a prefetch thread making its next batch's reads while it applies
-   * one (batch-prefetch.ts; default true).
-   */
-  readonly prefetch?: boolean;
 }
 
 /** Young generation of each partition thread (V8 `resourceLimits.maxYoungGenerationSizeMb`). */
@@ -124,9 +118,6 @@ class LocalPartition implements PartitionStepper {
       batchSize: options.batchSize,
       mergeWindowMs: (dataSetId) => new Map(options.windows()).get(dataSetId) ?? defaultWindowMs,
       suppressed: (dataSetId, identifiers) => this.#suppressions.suppressed(dataSetId, identifiers),
-      ...(options.prefetch !== false
-        ? { prefetcher: new ThreadPrefetcher({ queueFile: options.queueFile, viewFile: options.viewFile, partition: 0, partitions: 1, consumer: VIEW_CONSUMER }) }
-        : {}),
     });
   }
 
@@ -137,7 +128,6 @@ class LocalPartition implements PartitionStepper {
 
   async close(): Promise<void> {
     this.#suppressions.close();
-    await this.#consumer.close();
     await this.#source.close();
     await this.#store.close();
   }
@@ -156,10 +146,7 @@ export class SqlitePartitions implements PartitionAssignment {
         ? [new LocalPartition(options)]
         : Array.from({ length: options.partitions }, (_, partition) =>
             new ThreadPartition(
-              {
-                queueFile: options.queueFile, viewFile: viewPartitionFile(options.viewFile, partition), partition, partitions: options.partitions,
-                batchSize: options.batchSize, prefetch: options.prefetch !== false,
-              },
+              { queueFile: options.queueFile, viewFile: viewPartitionFile(options.viewFile, partition), partition, partitions: options.partitions, batchSize: options.batchSize },
               options.windows,
             ));
   }

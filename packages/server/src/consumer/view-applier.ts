@@ -19,8 +19,7 @@
 import { hourOf } from '../analytics/hourly.js';
 import type { MergedRecord, ViewTransaction } from '../merged-view/view-store.js';
 import type { QueueRecord } from '../queue/event-queue.js';
-import { loadBatch, type ViewLookups } from './batch-loading.js';
-import type { BatchState } from './lookup-overlay.js';
+import { loadBatch } from './batch-loading.js';
 import { CounterDeltas } from './counter-deltas.js';
 import { IdentityForest } from './identity-forest.js';
 import { mergeStep } from './record-merge.js';
@@ -45,19 +44,8 @@ export interface BatchResult {
   readonly discarded: number;
 }
 
-/**
- * `lookups`: where the batch's reads go (default `tx`); the consumer passes an overlay that answers
- * from the previous batch's state and a prefetch (lookup-overlay.ts). `keep` receives the state the
- * batch leaves (for the next batch's overlay) once its writes are issued.
- */
-export async function applyRecords(
-  tx: ViewTransaction,
-  records: readonly QueueRecord[],
-  options: ApplyOptions,
-  lookups: ViewLookups = tx,
-  keep?: (state: BatchState) => void,
-): Promise<BatchResult> {
-  const batch = await loadBatch(lookups, records);
+export async function applyRecords(tx: ViewTransaction, records: readonly QueueRecord[], options: ApplyOptions): Promise<BatchResult> {
+  const batch = await loadBatch(tx, records);
   const forest = new IdentityForest(batch.nodes, batch.links);
   const counters = new CounterDeltas();
   /** Current state of every key the batch touched (starting from the stored one). */
@@ -107,6 +95,5 @@ export async function applyRecords(
   const newLinks = forest.newLinks();
   if (newLinks.length > 0) await tx.linkIdentifiers(newLinks);
   await tx.addCounters(counters.deltas());
-  keep?.({ records: current, links: batch.links, nodes: forest.nodes() });
   return { records: records.length, created, merged, discarded };
 }

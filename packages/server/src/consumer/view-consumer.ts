@@ -13,8 +13,6 @@
 import type { QueueRecord } from '../queue/event-queue.js';
 import type { ViewStore } from '../merged-view/view-store.js';
 import { applyRecords, type ApplyOptions, type BatchResult } from './view-applier.js';
-import type { BatchPrefetcher } from './batch-prefetch.js';
-import { LookupOverlay, type BatchState, type OverlayStats } from './lookup-overlay.js';
 
 /** The consumer's name in the offset table. */
 export const VIEW_CONSUMER = 'merged-view';
@@ -37,8 +35,6 @@ export interface QueueSource {
 export interface ConsumerOptions extends ApplyOptions {
   readonly batchSize?: number;
   readonly consumer?: string;
-  /** Makes the next batch's reads while this one applies (batch-prefetch.ts); closed by close(). */
-  readonly prefetcher?: BatchPrefetcher;
 }
 
 export const DEFAULT_BATCH_SIZE = 2000;
@@ -54,13 +50,6 @@ export class ViewConsumer {
   readonly #source: QueueSource;
   readonly #options: ConsumerOptions;
   readonly #name: string;
-  /** The state the last committed batch left, and the range it covered (lookup-overlay.ts). */
-  #previous: { readonly from: number; readonly nextSeq: number; readonly state: BatchState } | null = null;
-  /** `PRAGMA data_version` at the last batch's BEGIN, and whether it was unchanged from the one before. */
-  #dataVersion: number | undefined;
-  #quietAtLastBegin = false;
-  /** Where the reads of the batches came from, since start (bench, tests). */
-  readonly lookupStats: OverlayStats = { fromPrevious: 0, fromPrefetch: 0, fromFile: 0 };
 
   constructor(store: ViewStore, source: QueueSource, options: ConsumerOptions) {
     this.#store = store;
@@ -81,57 +70,15 @@ export class ViewConsumer {
       nextSeq = records.length > 0 ? records[records.length - 1]!.seq + 1 : from;
     }
     if (nextSeq === from) return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: false };
-    const prefetcher = this.#options.prefetcher;
-    const prefetched = prefetcher ? await prefetcher.take(from) : null;
-    // The next batch's reads, made by another thread while this one applies.
-    prefetcher?.request(nextSeq, limit);
-    let state: BatchState | null = null;
-    const previous = this.#previous;
-    this.#previous = null;
-    try {
-      const result = await this.#store.transaction(async (tx) => {
-        if ((await tx.offset(this.#name)) !== from) {
-          // Another consumer applied these meanwhile; start over from the new offset.
-          return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: true };
-        }
-        // Whether anything but this consumer committed to the view since the last batch's BEGIN
-        // (the write lock is ours from BEGIN to COMMIT, so only between batches).
-        const version = tx.dataVersion?.();
-        const quiet = version !== undefined && version === this.#dataVersion;
-        const quietBefore = this.#quietAtLastBegin;
-        this.#dataVersion = version;
-        this.#quietAtLastBegin = quiet;
-        if (records.length === 0) {
-          await tx.setOffset(this.#name, nextSeq);
-          return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq, moved: true };
-        }
-        // The overlay is exact only under the conditions lookup-overlay.ts states: the previous
-        // batch is the one just before, nothing else committed since the one before it, and the
-        // prefetch's snapshot holds everything up to that one.
-        const mine = quiet && previous !== null && previous.nextSeq === from ? previous : null;
-        const ahead = mine && quietBefore && prefetched && prefetched.from === from && (prefetched.offsetSeen === mine.from || prefetched.offsetSeen === from) ? prefetched : null;
-        const overlay = mine || ahead ? new LookupOverlay(tx, mine?.state ?? null, ahead) : null;
-        const applied = await applyRecords(tx, records, this.#options, overlay ?? tx, (s) => (state = s));
-        if (overlay) {
-          this.lookupStats.fromPrevious += overlay.stats.fromPrevious;
-          this.lookupStats.fromPrefetch += overlay.stats.fromPrefetch;
-          this.lookupStats.fromFile += overlay.stats.fromFile;
-        }
-        await tx.setOffset(this.#name, nextSeq);
-        return { ...applied, nextSeq, moved: true };
-      });
-      if (state) this.#previous = { from, nextSeq, state };
-      return result;
-    } catch (error) {
-      // Rolled back: nothing this batch computed is in the file.
-      this.#dataVersion = undefined;
-      throw error;
-    }
-  }
-
-  /** Stops the prefetcher, if any. */
-  async close(): Promise<void> {
-    await this.#options.prefetcher?.close();
+    return this.#store.transaction(async (tx) => {
+      if ((await tx.offset(this.#name)) !== from) {
+        // Another consumer applied these meanwhile; start over from the new offset.
+        return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: true };
+      }
+      const result = records.length > 0 ? await applyRecords(tx, records, this.#options) : { records: 0, created: 0, merged: 0, discarded: 0 };
+      await tx.setOffset(this.#name, nextSeq);
+      return { ...result, nextSeq, moved: true };
+    });
   }
 
   /** Applies batches until the queue has nothing more. */

@@ -196,7 +196,6 @@ export class SqliteViewStore implements ViewStore {
       heartbeat: db.prepare(
         'INSERT INTO consumer_heartbeats (consumer, pid, at) VALUES (?, ?, ?) ON CONFLICT (consumer) DO UPDATE SET pid = excluded.pid, at = excluded.at',
       ),
-      dataVersion: db.prepare('PRAGMA data_version').pluck(),
       lastHeartbeat: db.prepare('SELECT consumer, pid, at FROM consumer_heartbeats WHERE consumer = ?'),
     };
     const s = this.#s;
@@ -250,9 +249,6 @@ export class SqliteViewStore implements ViewStore {
       linkIdentifiers: async (links: readonly IdentifierLink[]) => {
         for (const l of sortedBy(links, linkOrder)) s.insertLink.run(l.dataSetId, l.identifier, l.identityKey);
       },
-      // Changes when another connection (lifecycle's erasers, retention) committed since the last
-      // read of it: the consumer then reads everything from the file again (lookup-overlay.ts).
-      dataVersion: () => s.dataVersion.get() as number,
       addCounters: async (deltas) => {
         for (const d of deltas) {
           if (d.n === 0) continue;
@@ -287,23 +283,6 @@ export class SqliteViewStore implements ViewStore {
       if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
       throw error;
     } finally {
-      this.#inTransaction = false;
-    }
-  }
-
-  /**
-   * Runs `work` in one read transaction (a snapshot: WAL readers see the last commit when they
-   * start and nothing after it). The prefetch of the next batch's reads (consumer/batch-prefetch.ts)
-   * uses it on a connection of its own; `work` must not write.
-   */
-  async readSnapshot<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {
-    if (this.#inTransaction) throw new Error('view store: nested transaction');
-    this.#inTransaction = true;
-    this.#db.exec('BEGIN DEFERRED');
-    try {
-      return await work(this.#tx);
-    } finally {
-      if (this.#db.inTransaction) this.#db.exec('COMMIT');
       this.#inTransaction = false;
     }
   }

@@ -86,12 +86,6 @@ export interface ViewTransaction {
   linkIdentifiers(links: readonly IdentifierLink[]): Promise<void>;
   /** Adds deltas to the merged-view counters. */
   addCounters(deltas: readonly DataSetCounterDelta[]): Promise<void>;
-  /**
-   * A number that changes whenever another connection has committed to the view since this
-   * store's previous transaction (SQLite `PRAGMA data_version`); absent where the store cannot
-   * tell (PostgreSQL), and then the consumer keeps nothing in memory between batches.
-   */
-  dataVersion?(): number;
 }
 
 export interface IdentityView {
