@@ -26,6 +26,7 @@ import { registerSendCommand } from './send-command.js';
 import { registerServeCommand } from './serve-command.js';
 import { registerViewCommands } from './view-commands.js';
 import { registerLifecycleCommands } from './lifecycle-commands.js';
+import { diskFullMessage, isDiskFull } from './storage-health.js';
 
 /** The version of this package (dist/src/cli/main.js -> packages/server/package.json). */
 const VERSION = (createRequire(import.meta.url)('../../../package.json') as { version: string }).version;
@@ -45,10 +46,21 @@ const commandModules: readonly CommandModule[] = [
   registerLifecycleCommands,
 ];
 
-export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+/** The program with every command registered, not yet parsed; what it did once it has run. */
+export interface CliProgram {
+  readonly program: Command;
+  /** The exit code a command asked for (setExitCode), 0 by default. */
+  exitCode(): number;
+  /** A command that keeps running after its action returned (serve, worker) resolves this when done. */
+  keptAlive(): Promise<void> | null;
+}
+
+/**
+ * Builds the program without running anything: main() parses it, and the reference-doc generator
+ * (scripts/generate-reference-docs.ts) walks its commands' help and options.
+ */
+export function buildProgram(io: CliIo = processIo): CliProgram {
   const out = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
-  // A reader that closes early (`| head`) ends the command quietly instead of with a stack trace.
-  watchOutput(io.stdout);
   let exitCode = 0;
   let keptAlive: Promise<void> | null = null;
 
@@ -61,10 +73,17 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     .addOption(new Option('--master-key-file <path>', 'read the master key from this file (a mounted secret) instead of <data-dir>/master.key').env('ECAPI_MASTER_KEY_FILE'))
     .option('--json', 'print one JSON document', false)
     .exitOverride()
+    // commander's "(Did you mean send?)" for a mistyped command or option (on by default; inherited
+    // by every subcommand). It comes as a second line: kept, on the one line an error may take.
+    .showSuggestionAfterError(true)
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
-      outputError: (text, write) => write(text.split('\n')[0]!.trim() + '\n'),
+      outputError: (text, write) => {
+        const [first, ...rest] = text.split('\n').map((line) => line.trim());
+        const suggestion = rest.find((line) => /^\(Did you mean .*\?\)$/.test(line));
+        write(`${first}${suggestion ? ` ${suggestion}` : ''}\n`);
+      },
     });
 
   const globals = (): GlobalOptions => {
@@ -107,17 +126,26 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
   };
 
   for (const register of commandModules) register(program, ctx);
+  return { program, exitCode: () => exitCode, keptAlive: () => keptAlive };
+}
 
+export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  // A reader that closes early (`| head`) ends the command quietly instead of with a stack trace.
+  watchOutput(io.stdout);
+  const cli = buildProgram(io);
   try {
-    await program.parseAsync(argv as string[], { from: 'user' });
+    await cli.program.parseAsync(argv as string[], { from: 'user' });
+    const keptAlive = cli.keptAlive();
     if (keptAlive) await keptAlive;
-    return exitCode;
+    return cli.exitCode();
   } catch (error) {
     if (error instanceof OutputClosedError) return 0; // `| head`: the reader has what it wanted
     if (error instanceof CommanderError) {
       return error.exitCode === 0 ? 0 : 2;
     }
-    const message = error instanceof Error ? error.message : String(error);
+    // A full disk, whichever store met it, is said as such (not as a library's SQLITE_FULL or a null read).
+    const where = cli.program.opts<{ dataDir: string; databaseUrl?: string }>();
+    const message = isDiskFull(error) ? diskFullMessage({ dataDir: resolve(where.dataDir), databaseUrl: where.databaseUrl }, error) : error instanceof Error ? error.message : String(error);
     io.stderr.write(`error: ${message.split('\n')[0]}\n`);
     return error instanceof CliError ? error.exitCode : 1;
   }
