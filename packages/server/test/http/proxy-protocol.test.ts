@@ -9,49 +9,8 @@ import assert from 'node:assert/strict';
 import { isIP } from 'node:net';
 import fc from 'fast-check';
 import { parseProxyHeader, PROXY_V2_SIGNATURE } from '../../src/http/proxy-protocol.js';
+import { v2Header } from '../helpers/proxy-headers.js';
 import { classifyFirstBytes } from '../../src/http/first-bytes.js';
-
-/** A v2 header as HAProxy's send-proxy-v2 writes it (PROXY command, STREAM), with optional TLVs. */
-export function v2Header(family: 'inet' | 'inet6' | 'local' | 'unix' | 'unspec', source = '', port = 0, tlvs = Buffer.alloc(0)): Buffer {
-  let command = 0x21;
-  let familyByte = 0x11;
-  let addresses: Buffer;
-  if (family === 'inet') {
-    addresses = Buffer.alloc(12);
-    source.split('.').forEach((part, i) => (addresses[i] = Number(part)));
-    Buffer.from([10, 0, 0, 1]).copy(addresses, 4);
-    addresses.writeUInt16BE(port, 8);
-    addresses.writeUInt16BE(8443, 10);
-  } else if (family === 'inet6') {
-    familyByte = 0x21;
-    addresses = Buffer.alloc(36);
-    const groups = expandV6(source);
-    groups.forEach((g, i) => addresses.writeUInt16BE(g, i * 2));
-    addresses[31] = 1;
-    addresses.writeUInt16BE(port, 32);
-    addresses.writeUInt16BE(8443, 34);
-  } else if (family === 'unix') {
-    familyByte = 0x31;
-    addresses = Buffer.alloc(216);
-  } else {
-    command = family === 'local' ? 0x20 : 0x21;
-    familyByte = 0x00;
-    addresses = Buffer.alloc(0);
-  }
-  const head = Buffer.alloc(16);
-  PROXY_V2_SIGNATURE.copy(head);
-  head[12] = command;
-  head[13] = familyByte;
-  head.writeUInt16BE(addresses.length + tlvs.length, 14);
-  return Buffer.concat([head, addresses, tlvs]);
-}
-
-function expandV6(address: string): number[] {
-  const [left = '', right = ''] = address.split('::');
-  const l = left === '' ? [] : left.split(':');
-  const r = address.includes('::') ? (right === '' ? [] : right.split(':')) : [];
-  return [...l, ...Array<string>(8 - l.length - r.length).fill('0'), ...r].map((g) => parseInt(g, 16));
-}
 
 const CLIENT_HELLO_START = Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]);
 
