@@ -8,7 +8,8 @@
  * - `http2` (the TLS server alone + the reference handler) with `Connection: close` on every
  *   request: one new TCP + TLS connection per request, the path the first-bytes read is on;
  * - `service` (the whole request path, shedder included) over keep-alive connections.
- * Reported: the server process's CPU µs per request (all threads, from /proc) and req/s, medians.
+ * Reported: the server process's CPU µs per request (all threads, from /proc) and req/s, medians,
+ * and the median of the per-pass differences (this build − the other).
  *
  * Usage: node packages/server/dist/bench/front-cost.js <other build's dist/bench/ladder-server.js> [seconds=5] [rounds=3]
  */
@@ -74,6 +75,12 @@ async function main(): Promise<void> {
         samples_us: rows.map((r) => Math.round(r.us)),
         non2xx: rows.reduce((n, r) => n + r.non2xx, 0),
       })}\n`);
+    }
+    // Paired: each pass measured this build and the other one back to back.
+    for (const c of cases) {
+      const [mine, theirs] = builds.map((b) => samples.get(servers.find((s) => s.case === c && s.build === b.build)!)!);
+      const diffs = mine!.map((r, i) => r.us - theirs![i]!.us);
+      process.stdout.write(`${JSON.stringify({ case: c.name, paired_difference_us_median: Math.round(median(diffs)), paired_differences_us: diffs.map(Math.round) })}\n`);
     }
   } finally {
     for (const s of servers) await s.stop();
