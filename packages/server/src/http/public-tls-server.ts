@@ -65,6 +65,16 @@ export function clientAddressOf(socket: Socket | undefined): string {
 }
 
 export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/** Node's bare answers to what its HTTP/1.1 parser refuses (as node:http writes them), by error code. */
+const BAD_REQUEST = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n';
+const parserAnswers: Record<string, string> = {
+  HPE_HEADER_OVERFLOW: 'HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n',
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: 'HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n\r\n',
+  ERR_HTTP_REQUEST_TIMEOUT: 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n',
+};
+/** After such an answer, the socket is destroyed this long after its half-close. */
+const CLIENT_ERROR_LINGER_MS = 1000;
 export const DEFAULT_MAX_PENDING_HANDSHAKES = 1024;
 
 /** The TLS server of the public port and the connections it tracks (for shutdown). */
@@ -151,6 +161,23 @@ export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServ
       sockets.delete(socket);
       active.delete(socket);
     });
+  });
+  // Node's own answers to an HTTP/1.1 request its parser refuses (400, 408, 413, 431), written with
+  // end() instead of Node's write() + destroy(): TLS completes a write on the next turn of the event
+  // loop, so output still queued behind the handshake's last records (a connection handed over by
+  // connection-front.ts finishes its handshake later in the turn) was lost to the destroy. end()
+  // flushes, then half-closes; the socket is destroyed a moment later, unread input dropped.
+  const refused = new WeakSet<Socket>();
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
+    const answer = parserAnswers[error.code ?? ''] ?? (error.code?.startsWith('HPE_') ? BAD_REQUEST : undefined);
+    const message = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (answer === undefined || refused.has(socket) || !socket.writable || message?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    refused.add(socket);
+    socket.end(answer);
+    setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS).unref();
   });
   server.on('tlsClientError', () => {
     // Handshake failures (plain HTTP, TLS 1.2 clients, scanners, timeouts): nothing to answer, nothing to log per event.
