@@ -119,6 +119,34 @@ describe('serve --proxy-protocol from a trusted balancer', () => {
     assert.equal(await postViaH2(server, v2Header('local'), creds, 'pp'), 200);
   });
 
+  test('a header that arrives in pieces (one byte per TCP segment) is read whole, and the TLS bytes after it intact', async () => {
+    const header = v2Header('inet', '203.0.113.7', 40500, Buffer.from([0x04, 0x00, 0x02, 0x61, 0x62])); // with a 5-byte TLV
+    const raw = net.connect(server.port, '127.0.0.1');
+    raw.setNoDelay(true);
+    await once(raw, 'connect');
+    for (const byte of header) {
+      raw.write(Buffer.from([byte]));
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    const socket = tls.connect({ socket: raw, servername: 'localhost', ca: server.ca, minVersion: 'TLSv1.3', ALPNProtocols: ['http/1.1'] });
+    await once(socket, 'secureConnect');
+    // 203.0.113.7 was shed by the test before: the split header named it.
+    const body = JSON.stringify(sampleEvent('pp'));
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = https.request(
+        { createConnection: () => socket, method: 'POST', path: '/v1/events', host: 'localhost', headers: { ...signedHeaders(creds, 'pp', body), 'content-length': Buffer.byteLength(body) } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+    socket.destroy();
+    assert.equal(status, 429);
+  });
+
   test('a malformed header from a trusted peer closes the connection', async () => {
     assert.equal(await handshakeAfter(server.port, server.ca, Buffer.from('PROXY TCP4 203.0.113.999 127.0.0.1 1 2\r\n')), false);
     const badVersion = v2Header('inet', '203.0.113.7', 1);
