@@ -77,7 +77,7 @@ export const deletionRequestOf = (r: DeletionRequestRow): DeletionRequest => ({
 });
 
 export interface LifecycleStore {
-  /** Digest of an identifier (or event id) of a data set under the store's key (identifier-digest.ts). */
+  /** Digest of a typed identifier of a data set under the store's key, in canonical form (identifier-digest.ts suppressionDigest). */
   digest(dataSetId: string, value: string): Promise<string>;
   request(input: NewDeletionRequest): Promise<DeletionRequest>;
   get(id: number): Promise<DeletionRequest | null>;
@@ -93,6 +93,13 @@ export interface LifecycleStore {
   suppress(dataSetId: string, digests: readonly string[], requestId: number): Promise<number>;
   /** Marks a request done with its counts and clears its target (the only clear identifier kept). */
   complete(id: number, result: DeletionResult): Promise<void>;
+  /**
+   * Notes that a request deleted these event ids' records, as keyed digests (eventDigest), so that
+   * `events get` can say a record was deleted without the ids being kept in clear (idempotent).
+   */
+  noteDeletedEvents(dataSetId: string, eventIds: readonly string[], requestId: number): Promise<void>;
+  /** The request that deleted an event id's record (a noted one, or an `events delete` of it), or null. */
+  deletedBy(dataSetId: string, eventId: string): Promise<DeletionRequest | null>;
   close(): Promise<void>;
 }
 
@@ -130,9 +137,10 @@ export interface ViewEraser {
   deleteRecord(dataSetId: string, recordKey: string): Promise<ErasedCounts>;
   /**
    * Deletes the records whose identity is one of `keys` among the next `limit` records of the data
-   * set after `after` (a cursor: 0 to start). Returns where to go on, or null at the end.
+   * set after `after` (a cursor: 0 to start). Returns where to go on, or null at the end, and the
+   * event ids of the records it deleted (for LifecycleStore.noteDeletedEvents).
    */
-  deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, after: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null }>;
+  deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, after: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null; deletedEventIds?: string[] }>;
   /** Deletes an identity tree (nodes and links) whatever its count, after its records are gone. */
   deleteIdentity(dataSetId: string, root: string): Promise<ErasedCounts>;
 }

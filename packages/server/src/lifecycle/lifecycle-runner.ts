@@ -84,6 +84,7 @@ export class LifecycleRunner {
     if (request.kind === 'delete_event') {
       const id = request.target!;
       if (eraser) addCounts(view, await eraser.deleteRecord(dataSetId, recordKeyForId(id)));
+      await this.#b.store.noteDeletedEvents(dataSetId, [id], request.id); // `events get` says it was deleted
       match = (event) => event.id === id;
     } else {
       const target = request.target!;
@@ -95,6 +96,7 @@ export class LifecycleRunner {
         while (after !== null) {
           const step = await eraser.deleteIdentityRecords(dataSetId, keys, after, SCAN_BATCH);
           addCounts(view, step.counts);
+          await this.#b.store.noteDeletedEvents(dataSetId, step.deletedEventIds ?? [], request.id);
           after = step.next;
           await yieldLoop();
         }

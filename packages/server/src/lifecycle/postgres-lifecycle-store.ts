@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { inTransaction, type Pool } from '../postgres/database.js';
-import { identifierDigest } from './identifier-digest.js';
+import { eventDigest, identifierDigest, suppressionDigest, targetDigest } from './identifier-digest.js';
 import {
   deletionRequestOf,
   type DeletionRequest,
@@ -39,14 +39,14 @@ export class PostgresLifecycleStore implements LifecycleStore {
   }
 
   async digest(dataSetId: string, value: string): Promise<string> {
-    return identifierDigest(await this.#digestKey(), dataSetId, value);
+    return suppressionDigest(await this.#digestKey(), dataSetId, value);
   }
 
   async request(input: NewDeletionRequest): Promise<DeletionRequest> {
     const { rows } = await this.#pool.query<DeletionRequestRow>(
       `INSERT INTO deletion_requests (data_set_id, kind, target, target_digest, suppress, bound_seq, actor, requested_at, state)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending') RETURNING *`,
-      [input.dataSetId, input.kind, input.target, await this.digest(input.dataSetId, input.target), input.suppress, input.boundSeq, input.actor, input.nowMs ?? Date.now()],
+      [input.dataSetId, input.kind, input.target, targetDigest(await this.#digestKey(), input.dataSetId, input.kind, input.target), input.suppress, input.boundSeq, input.actor, input.nowMs ?? Date.now()],
     );
     return deletionRequestOf(rows[0]!);
   }
@@ -91,6 +91,27 @@ export class PostgresLifecycleStore implements LifecycleStore {
 
   async complete(id: number, result: DeletionResult, nowMs = Date.now()): Promise<void> {
     await this.#pool.query("UPDATE deletion_requests SET state = 'done', done_at = $1, result = $2, target = NULL WHERE id = $3", [nowMs, JSON.stringify(result), id]);
+  }
+
+  async noteDeletedEvents(dataSetId: string, eventIds: readonly string[], requestId: number): Promise<void> {
+    if (eventIds.length === 0) return;
+    const key = await this.#digestKey();
+    await this.#pool.query(
+      `INSERT INTO deleted_events (data_set_id, event_digest, request_id) SELECT $1, d, $3 FROM unnest($2::text[]) AS d ON CONFLICT DO NOTHING`,
+      [dataSetId, eventIds.map((id) => eventDigest(key, dataSetId, id)), requestId],
+    );
+  }
+
+  async deletedBy(dataSetId: string, eventId: string): Promise<DeletionRequest | null> {
+    const key = await this.#digestKey();
+    const { rows } = await this.#pool.query<DeletionRequestRow>(
+      `(SELECT r.* FROM deleted_events d JOIN deletion_requests r ON r.id = d.request_id WHERE d.data_set_id = $1 AND d.event_digest = $2)
+       UNION ALL
+       (SELECT * FROM deletion_requests WHERE data_set_id = $1 AND kind = 'delete_event' AND target_digest = $3 AND state = 'done')
+       LIMIT 1`,
+      [dataSetId, eventDigest(key, dataSetId, eventId), identifierDigest(key, dataSetId, eventId)],
+    );
+    return rows[0] ? deletionRequestOf(rows[0]) : null;
   }
 
   async close(): Promise<void> {}

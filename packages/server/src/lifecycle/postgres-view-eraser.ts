@@ -102,17 +102,19 @@ export class PostgresViewEraser implements ViewEraser {
   }
 
   /** The cursor is first_seq (unique per record), read through the (data_set_id, first_seq) index. */
-  async deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, after: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null }> {
+  async deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, after: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null; deletedEventIds: string[] }> {
     const counts = zeroCounts();
     const { rows } = await this.#pool.query<{ first_seq: string; n: string }>(
       `WITH page AS (SELECT record_key, identity_key, first_seq FROM view_records WHERE data_set_id = $1 AND first_seq > $2 ORDER BY first_seq LIMIT $3),
-            gone AS (DELETE FROM view_records v USING page p WHERE v.data_set_id = $1 AND v.record_key = p.record_key AND p.identity_key = ANY($4::text[]) RETURNING 1)
-       SELECT (SELECT max(first_seq) FROM page) AS first_seq, (SELECT count(*) FROM page) AS n, (SELECT count(*) FROM gone) AS gone`,
+            gone AS (DELETE FROM view_records v USING page p WHERE v.data_set_id = $1 AND v.record_key = p.record_key AND p.identity_key = ANY($4::text[]) RETURNING v.record_key)
+       SELECT (SELECT max(first_seq) FROM page) AS first_seq, (SELECT count(*) FROM page) AS n, (SELECT count(*) FROM gone) AS gone,
+              (SELECT coalesce(array_agg(record_key), '{}') FROM gone) AS keys`,
       [dataSetId, after, limit, [...keys]],
     );
-    const row = rows[0] as unknown as { first_seq: string | null; n: string; gone: string };
+    const row = rows[0] as unknown as { first_seq: string | null; n: string; gone: string; keys: string[] };
     counts.records = Number(row.gone);
-    return { counts, next: Number(row.n) < limit || row.first_seq === null ? null : Number(row.first_seq) };
+    const deletedEventIds = row.keys.filter((key) => key.startsWith('id:')).map((key) => key.slice(3));
+    return { counts, next: Number(row.n) < limit || row.first_seq === null ? null : Number(row.first_seq), deletedEventIds };
   }
 
   async deleteIdentity(dataSetId: string, root: string): Promise<ErasedCounts> {

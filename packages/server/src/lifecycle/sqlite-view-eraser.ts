@@ -145,7 +145,7 @@ export class SqliteViewEraser implements ViewEraser {
   }
 
   /** The cursor is a rowid: a scan in rowid order, so that no index is needed on the consumer's path. */
-  async deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, afterRowid: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null }> {
+  async deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, afterRowid: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null; deletedEventIds: string[] }> {
     const counts = zeroCounts();
     // The page is read without the write lock; only the deletes take it. A record that changed
     // identity meanwhile is still one of the identity's (its keys only grow by absorbing others).
@@ -158,7 +158,8 @@ export class SqliteViewEraser implements ViewEraser {
         }).immediate(),
       );
     }
-    return { counts, next: rows.length < limit ? null : rows[rows.length - 1]!.rowid };
+    const deletedEventIds = doomed.filter((row) => row.record_key.startsWith('id:')).map((row) => row.record_key.slice(3));
+    return { counts, next: rows.length < limit ? null : rows[rows.length - 1]!.rowid, deletedEventIds };
   }
 
   async deleteIdentity(dataSetId: string, root: string): Promise<ErasedCounts> {
