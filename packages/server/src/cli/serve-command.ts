@@ -19,6 +19,13 @@ import { startConsumerSupervisor, type ConsumerSupervisor } from '../consumer/co
 import type { CliContext } from './cli-context.js';
 import { parsePort, parsePositive } from './cli-parsers.js';
 import { watchNpmStartParent } from './npm-start-parent.js';
+import { parseTrustedProxies } from '../http/trusted-proxies.js';
+
+/** --proxy-protocol's list, checked now (a bad entry stops `serve` with one line), kept as text. */
+function parseProxyProtocolOption(text: string): string[] {
+  parseTrustedProxies(text);
+  return text.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+}
 
 export function registerServeCommand(program: Command, ctx: CliContext): void {
   program
@@ -46,6 +53,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--handshake-timeout <duration>', 'a TLS handshake must complete within this', '10s')
     .option('--max-pending-handshakes <n>', 'connections mid-handshake per serving process; past it the oldest is dropped', '1024')
     .option('--body-idle-timeout <duration>', 'a request whose body sends nothing for this long is dropped', '10s')
+    .addOption(new Option('--proxy-protocol <CIDRs>', 'comma-separated addresses or CIDRs of L4 balancers that send a PROXY protocol v1/v2 header: from them the header gives the client address (failed-auth shedding); a header from any other peer closes the connection').env('ECAPI_PROXY_PROTOCOL'))
     .option('--min-body-rate <KiB/s>', 'bodies on connections not yet authenticated must average this after --body-idle-timeout (0: off)', '64')
     .action(async (opts: {
       host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string; adminAllowedHosts?: string;
@@ -53,6 +61,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
       failedAuthRps: string; failedAuthBurst: string; rateLimit: boolean;
       headersTimeout: string; requestTimeout: string; keepAliveTimeout: string; bodyBuffer: string;
       handshakeTimeout: string; maxPendingHandshakes: string; bodyIdleTimeout: string; minBodyRate: string;
+      proxyProtocol?: string;
     }) => {
       if (cluster.isWorker) {
         // A forked worker of `serve --workers N`: the primary passed the resolved configuration.
@@ -111,6 +120,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         maxPendingHandshakes: Math.floor(parsePositive(opts.maxPendingHandshakes)),
         bodyIdleTimeoutMs: parseDurationMs(opts.bodyIdleTimeout),
         minBodyBytesPerSecond: opts.minBodyRate === '0' ? 0 : Math.round(parsePositive(opts.minBodyRate) * 1024),
+        ...(opts.proxyProtocol !== undefined ? { proxyProtocolFrom: parseProxyProtocolOption(opts.proxyProtocol) } : {}),
       };
       const service =
         config.workers > 1
