@@ -122,6 +122,15 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         minBodyBytesPerSecond: opts.minBodyRate === '0' ? 0 : Math.round(parsePositive(opts.minBodyRate) * 1024),
         ...(opts.proxyProtocol !== undefined ? { proxyProtocolFrom: parseProxyProtocolOption(opts.proxyProtocol) } : {}),
       };
+      // The signal handlers come first: a SIGTERM that arrives before `process.once` is called kills
+      // the process by the signal (Node installs no OS handler until then), and a supervisor or test
+      // that stops serve during its start (or as soon as it printed its URL) must get a clean stop.
+      // A stop asked for while the service starts is carried out once it is up.
+      type StopReason = { signal: string } | { reason: string };
+      const stopping: { asked: StopReason | null; stop: ((why: StopReason) => void) | null } = { asked: null, stop: null };
+      const askStop = (why: StopReason) => (stopping.stop ? stopping.stop(why) : (stopping.asked ??= why));
+      process.once('SIGTERM', () => askStop({ signal: 'SIGTERM' }));
+      process.once('SIGINT', () => askStop({ signal: 'SIGINT' }));
       const service =
         config.workers > 1
           ? await (await import('../cluster/node-primary.js')).runPrimary(config)
@@ -131,19 +140,13 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
           demoBanner({ key: service.demoKey, host: config.host, port: service.port, certFile: service.certFile, env: g.env }) + '\n',
         );
       }
-      // Where to look next: the operator console on the admin port (stderr, like the demo banner).
-      ctx.io.stderr.write(`Operator console: ${consoleUrl(config.adminHost, service.adminPort)}\n`);
-      // --- merged-view consumer (issue 5): its own child process, for both single and --workers N ---
-      const consumer: ConsumerSupervisor | null = opts.worker
-        ? startConsumerSupervisor({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger: service.logger })
-        : null;
-      // --- end consumer ---
+      let consumer: ConsumerSupervisor | null = null;
       ctx.keepAlive(new Promise<void>((resolveDone) => {
-        let stopping = false;
+        let stopped = false;
         let stopWatch: (() => void) | null = null;
-        const stop = (why: { signal: string } | { reason: string }) => {
-          if (stopping) return;
-          stopping = true;
+        stopping.stop = (why) => {
+          if (stopped) return;
+          stopped = true;
           stopWatch?.();
           service.logger.info(why, 'shutting down');
           // The consumer stops first (it finishes its batch); then the service flushes the queue.
@@ -153,10 +156,19 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
             resolveDone();
           });
         };
-        process.once('SIGTERM', () => stop({ signal: 'SIGTERM' }));
-        process.once('SIGINT', () => stop({ signal: 'SIGINT' }));
         // Under `npm start`, a SIGTERM to npm kills the shell between them, not serve (npm-start-parent.ts).
-        stopWatch = watchNpmStartParent({ env: ctx.io.env, onGone: () => stop({ reason: 'the npm start that ran it has exited' }) });
+        stopWatch = watchNpmStartParent({ env: ctx.io.env, onGone: () => stopping.stop?.({ reason: 'the npm start that ran it has exited' }) });
       }));
+      if (stopping.asked) {
+        stopping.stop?.(stopping.asked);
+        return;
+      }
+      // --- merged-view consumer (issue 5): its own child process, for both single and --workers N ---
+      consumer = opts.worker
+        ? startConsumerSupervisor({ dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger: service.logger })
+        : null;
+      // --- end consumer ---
+      // Where to look next: the operator console on the admin port (stderr, like the demo banner).
+      ctx.io.stderr.write(`Operator console: ${consoleUrl(config.adminHost, service.adminPort)}\n`);
     });
 }

@@ -209,8 +209,7 @@ test('the production console names the test environment\'s real admin port, not 
     // Not running: its default port, and how to change it.
     assert.match(await reason(), /serve --env test; its admin port will be 9465 unless --admin-port says otherwise/);
     const testEnv = await startServer({ dataDir, env: 'test' });
-    // `serve` installs its SIGTERM handler in the tick it prints the console's URL, after the
-    // "listening" line startServer waits for: a stop in between kills it by the signal (exit null).
+    // The console's URL is printed once the test environment's node is wholly up (its consumer started).
     for (let i = 0; i < 100 && !testEnv.output().includes('Operator console:'); i++) await sleep(50);
     try {
       assert.notEqual(testEnv.adminPort, 9465);
