@@ -6,7 +6,7 @@
  * suppression, so that consumers reload the list only when it changed.
  */
 import { randomBytes } from 'node:crypto';
-import { inTransaction, type Pool } from '../postgres/database.js';
+import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import { identifierDigest } from './identifier-digest.js';
 import {
   deletionRequestOf,
@@ -19,6 +19,51 @@ import {
   SUPPRESSION_REFRESH_MS,
 } from './lifecycle-backend.js';
 import { SuppressionSet } from './suppression-set.js';
+
+/**
+ * A request's running tally while it is carried out (issue 29), kept in its `result` column with
+ * `partial: true` (no schema change) and updated by the very transaction that deletes, so counts
+ * are exact across a worker that died and the one that took over. Read back as "no result yet".
+ * `straddlers` names event ids (records merged after the bound): `settle` replaces the tally with
+ * the final counts, and the old row version goes with the VACUUM of `complete`.
+ */
+export interface PgTally {
+  view_records: number;
+  identities: number;
+  identifier_links: number;
+  queue_events: number;
+  max_seq: number;
+  straddlers: string[];
+}
+
+const emptyTally = (): PgTally => ({ view_records: 0, identities: 0, identifier_links: 0, queue_events: 0, max_seq: 0, straddlers: [] });
+
+export async function readPgTally(db: PoolClient | Pool, requestId: number, lock = false): Promise<PgTally> {
+  const { rows } = await db.query<{ result: string | null }>(`SELECT result FROM deletion_requests WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [requestId]);
+  const parsed = rows[0]?.result ? (JSON.parse(rows[0].result) as Partial<PgTally> & { partial?: boolean }) : null;
+  return parsed?.partial ? { ...emptyTally(), ...parsed } : emptyTally();
+}
+
+/** Adds to the tally inside the caller's transaction (the row is locked until it commits). */
+export async function addPgTally(db: PoolClient, requestId: number, delta: Partial<PgTally>): Promise<void> {
+  const t = await readPgTally(db, requestId, true);
+  const next = {
+    partial: true,
+    view_records: t.view_records + (delta.view_records ?? 0),
+    identities: t.identities + (delta.identities ?? 0),
+    identifier_links: t.identifier_links + (delta.identifier_links ?? 0),
+    queue_events: t.queue_events + (delta.queue_events ?? 0),
+    max_seq: Math.max(t.max_seq, delta.max_seq ?? 0),
+    straddlers: [...new Set([...t.straddlers, ...(delta.straddlers ?? [])])],
+  };
+  await db.query("UPDATE deletion_requests SET result = $2 WHERE id = $1 AND state = 'pending'", [requestId, JSON.stringify(next)]);
+}
+
+/** A row as the runner sees it: a running tally is no result yet. */
+function requestOf(row: DeletionRequestRow): DeletionRequest {
+  const request = deletionRequestOf(row);
+  return request.result && (request.result as unknown as { partial?: boolean }).partial ? { ...request, result: null } : request;
+}
 
 /** The digest key, created by the first process that needs it (every process reads the same row). */
 async function digestKey(pool: Pool): Promise<Buffer> {
@@ -48,12 +93,12 @@ export class PostgresLifecycleStore implements LifecycleStore {
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending') RETURNING *`,
       [input.dataSetId, input.kind, input.target, await this.digest(input.dataSetId, input.target), input.suppress, input.boundSeq, input.actor, input.nowMs ?? Date.now()],
     );
-    return deletionRequestOf(rows[0]!);
+    return requestOf(rows[0]!);
   }
 
   async get(id: number): Promise<DeletionRequest | null> {
     const { rows } = await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests WHERE id = $1', [id]);
-    return rows[0] ? deletionRequestOf(rows[0]) : null;
+    return rows[0] ? requestOf(rows[0]) : null;
   }
 
   async pending(): Promise<DeletionRequest[]> {
@@ -69,12 +114,26 @@ export class PostgresLifecycleStore implements LifecycleStore {
     return rows.map(deletionRequestOf);
   }
 
+  /** claimed_until values this process wrote: its own claims, renewed by compare-and-set. */
+  readonly #mine = new Map<number, number>();
+
+  /**
+   * A lease: free, lapsed, or this process's own (the exact claimed_until it wrote) is taken and
+   * set to now + forMs. Several nodes share the database, so a dead owner is seen only by its lease
+   * lapsing (at most forMs: the runner renews every step and uses 30 s).
+   */
   async claim(id: number, forMs: number, nowMs = Date.now()): Promise<boolean> {
+    const until = Math.max(nowMs + forMs, (this.#mine.get(id) ?? 0) + 1);
     const { rowCount } = await this.#pool.query(
-      "UPDATE deletion_requests SET claimed_until = $1 WHERE id = $2 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3)",
-      [nowMs + forMs, id, nowMs],
+      "UPDATE deletion_requests SET claimed_until = $1 WHERE id = $2 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3 OR claimed_until = $4)",
+      [until, id, nowMs, this.#mine.get(id) ?? -1],
     );
+    if (rowCount === 1) this.#mine.set(id, until);
     return rowCount === 1;
+  }
+
+  async settle(id: number, result: DeletionResult): Promise<void> {
+    await this.#pool.query("UPDATE deletion_requests SET result = $2 WHERE id = $1 AND state = 'pending'", [id, JSON.stringify(result)]);
   }
 
   async suppress(dataSetId: string, digests: readonly string[], requestId: number, nowMs = Date.now()): Promise<number> {
@@ -91,6 +150,11 @@ export class PostgresLifecycleStore implements LifecycleStore {
 
   async complete(id: number, result: DeletionResult, nowMs = Date.now()): Promise<void> {
     await this.#pool.query("UPDATE deletion_requests SET state = 'done', done_at = $1, result = $2, target = NULL WHERE id = $3", [nowMs, JSON.stringify(result), id]);
+    this.#mine.delete(id);
+    // The old row versions (the target in clear, a tally naming event ids) are dead tuples: VACUUM
+    // makes their space reusable now rather than at autovacuum's pace (docs/SECURITY.md says what
+    // it does not do: overwrite the bytes, or reach the WAL and backups).
+    await this.#pool.query('VACUUM deletion_requests');
   }
 
   async close(): Promise<void> {}

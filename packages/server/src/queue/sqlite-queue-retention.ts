@@ -15,12 +15,16 @@
  *   being written (queue_log_head), is garbage. It is unlinked one round LATER than the round that
  *   found it unreferenced: a reader (queue export, a consumer) that read a row just before its
  *   deletion still finds its file for a whole round.
+ * - Erasure (issue 29): deleted rows are zeroed in the file (secure_delete=ON on every queue
+ *   connection, sqlite-queue-store.ts), and after a round that deleted any, `truncateWal` copies the
+ *   WAL back and cuts it to zero bytes, so no page image of a deleted segment is left in -wal.
  */
 import type Database from 'better-sqlite3';
 import { readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { bodyLogDir } from './sqlite-body-log.js';
 import { openQueueDatabase } from './sqlite-queue-store.js';
+import { truncateWal } from '../fs/wal-truncation.js';
 
 const BATCH_ROWS = 5_000;
 
@@ -61,6 +65,11 @@ export class SqliteQueueRetention {
     const head = db.prepare('SELECT file_no AS f FROM queue_log_head WHERE id = 1').get() as { f: number } | undefined;
     this.#unreferencedBelow = Math.min(lowest.f ?? Number.MAX_SAFE_INTEGER, head?.f ?? 0);
     return { segmentsDeleted, filesDeleted };
+  }
+
+  /** After a round that deleted segments: no old page image of them left in queue.db-wal (false: busy, next round). */
+  async truncateWal(): Promise<boolean> {
+    return this.#db ? truncateWal(this.#db, { attempts: 10 }) : true;
   }
 
   #deleteFiles(below: number): number {
