@@ -138,6 +138,12 @@ export class LifecycleRunner {
     const eraser = await this.#b.viewEraser(dataSetId);
     // Counts settled by an earlier attempt: its deletions are over, only the clean-up is left.
     let result = request.result;
+    const before = eraser ? await eraser.tally(id) : zeroCounts();
+    // Counts only. `resumed`: an earlier attempt (a worker that died) had deleted part of it.
+    this.#o.logger.info(
+      { request_id: id, data_set_id: dataSetId, kind: request.kind, resumed: result !== null || before.records + before.identities > 0 || (await this.#b.queue.tally(id)) > 0 },
+      'deletion request started',
+    );
     if (result === null) {
       await this.#step(request);
       let identifiers: string[] = [];
