@@ -93,8 +93,12 @@ CREATE TABLE IF NOT EXISTS ingest_counters (
 ) WITHOUT ROWID;
 `;
 
-/** Bytes a view file's WAL is truncated to when it starts over after a checkpoint (64 MiB). */
-export const VIEW_JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024;
+/**
+ * Bytes a view file's WAL is truncated to when it starts over after a checkpoint (16 MiB): a burst
+ * or a large deletion no longer leaves a WAL of hundreds of MB behind for good (issue 29). At full
+ * rate the WAL grows past it again between two checkpoints (consumer/view-checkpointer.ts).
+ */
+export const VIEW_JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024;
 
 function openDatabase(file: string, schema: string, options: { readonly?: boolean; busyTimeoutMs?: number } = {}): Database.Database {
   prepareDatabaseFile(file); // durable directory entries, 0700/0600 (durable-files.ts)
