@@ -76,5 +76,8 @@ export class PostgresLifecycleBackend implements LifecycleBackend {
     return this.#view;
   }
 
-  async close(): Promise<void> {}
+  /** Releases the claims (advisory locks) this process holds. */
+  async close(): Promise<void> {
+    await this.store.close();
+  }
 }

@@ -103,7 +103,7 @@ export class PostgresLifecycleStore implements LifecycleStore {
 
   async pending(): Promise<DeletionRequest[]> {
     const { rows } = await this.#pool.query<DeletionRequestRow>("SELECT * FROM deletion_requests WHERE state = 'pending' ORDER BY id");
-    return rows.map(deletionRequestOf);
+    return rows.map(requestOf);
   }
 
   async audit(dataSetId?: string, limit = 1000): Promise<DeletionRequest[]> {
@@ -111,25 +111,58 @@ export class PostgresLifecycleStore implements LifecycleStore {
       dataSetId === undefined
         ? await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests ORDER BY id DESC LIMIT $1', [limit])
         : await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests WHERE data_set_id = $1 ORDER BY id DESC LIMIT $2', [dataSetId, limit]);
-    return rows.map(deletionRequestOf);
+    return rows.map(requestOf);
   }
 
-  /** claimed_until values this process wrote: its own claims, renewed by compare-and-set. */
-  readonly #mine = new Map<number, number>();
+  /** Requests this process holds, each by a session advisory lock on a connection of its own. */
+  readonly #held = new Map<number, PoolClient>();
 
   /**
-   * A lease: free, lapsed, or this process's own (the exact claimed_until it wrote) is taken and
-   * set to now + forMs. Several nodes share the database, so a dead owner is seen only by its lease
-   * lapsing (at most forMs: the runner renews every step and uses 30 s).
+   * A claim is a session-level advisory lock (keyed by the environment's schema and the request id)
+   * held on a connection of its own for as long as this process carries the request out: if the
+   * process dies, even by SIGKILL, its connection closes and PostgreSQL releases the lock at once,
+   * so another worker takes the request over immediately (issue 29: a lease of minutes held it).
+   * `forMs` is kept in claimed_until for operators only.
    */
   async claim(id: number, forMs: number, nowMs = Date.now()): Promise<boolean> {
-    const until = Math.max(nowMs + forMs, (this.#mine.get(id) ?? 0) + 1);
-    const { rowCount } = await this.#pool.query(
-      "UPDATE deletion_requests SET claimed_until = $1 WHERE id = $2 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3 OR claimed_until = $4)",
-      [until, id, nowMs, this.#mine.get(id) ?? -1],
-    );
-    if (rowCount === 1) this.#mine.set(id, until);
-    return rowCount === 1;
+    const held = this.#held.get(id);
+    if (held) {
+      const { rowCount } = await held.query("UPDATE deletion_requests SET claimed_until = $1 WHERE id = $2 AND state = 'pending'", [nowMs + forMs, id]);
+      if (rowCount === 1) return true;
+      await this.#release(id);
+      return false;
+    }
+    const client = await this.#pool.connect();
+    let locked = false;
+    try {
+      const { rows } = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock(hashtext(current_schema() || ':deletion_requests'), $1::int) AS locked", [id]);
+      locked = rows[0]!.locked;
+      if (locked) {
+        const { rowCount } = await client.query("UPDATE deletion_requests SET claimed_until = $1 WHERE id = $2 AND state = 'pending'", [nowMs + forMs, id]);
+        if (rowCount === 1) {
+          this.#held.set(id, client);
+          return true;
+        }
+      }
+    } catch (error) {
+      client.release(true);
+      throw error;
+    }
+    if (locked) await client.query("SELECT pg_advisory_unlock(hashtext(current_schema() || ':deletion_requests'), $1::int)", [id]).catch(() => undefined);
+    client.release();
+    return false;
+  }
+
+  async #release(id: number): Promise<void> {
+    const client = this.#held.get(id);
+    if (!client) return;
+    this.#held.delete(id);
+    try {
+      await client.query("SELECT pg_advisory_unlock(hashtext(current_schema() || ':deletion_requests'), $1::int)", [id]);
+      client.release();
+    } catch {
+      client.release(true); // a broken connection: its session (and lock) end with it
+    }
   }
 
   async settle(id: number, result: DeletionResult): Promise<void> {
@@ -150,14 +183,16 @@ export class PostgresLifecycleStore implements LifecycleStore {
 
   async complete(id: number, result: DeletionResult, nowMs = Date.now()): Promise<void> {
     await this.#pool.query("UPDATE deletion_requests SET state = 'done', done_at = $1, result = $2, target = NULL WHERE id = $3", [nowMs, JSON.stringify(result), id]);
-    this.#mine.delete(id);
+    await this.#release(id);
     // The old row versions (the target in clear, a tally naming event ids) are dead tuples: VACUUM
     // makes their space reusable now rather than at autovacuum's pace (docs/SECURITY.md says what
     // it does not do: overwrite the bytes, or reach the WAL and backups).
     await this.#pool.query('VACUUM deletion_requests');
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    for (const id of [...this.#held.keys()]) await this.#release(id);
+  }
 }
 
 /** The suppression list of a PostgreSQL consumer: reloaded when `lifecycle_meta.version` moved. */
