@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Regenerates the README's console screenshots (docs/images/console-overview.png and
+ * Regenerates the console screenshots of docs/guides/operator.md (docs/images/console-overview.png and
  * docs/images/console-test-environment.png) from a real run: two real `ecapi-ingest serve` processes
  * (production and `--env test`) in throwaway data dirs, about two minutes of varied signed traffic over
  * TLS (accepted single events and batches, rejected events, 429s from a data set held to 1 request/s),

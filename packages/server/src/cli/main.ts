@@ -45,10 +45,21 @@ const commandModules: readonly CommandModule[] = [
   registerLifecycleCommands,
 ];
 
-export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+/** The program with every command registered, not yet parsed; what it did once it has run. */
+export interface CliProgram {
+  readonly program: Command;
+  /** The exit code a command asked for (setExitCode), 0 by default. */
+  exitCode(): number;
+  /** A command that keeps running after its action returned (serve, worker) resolves this when done. */
+  keptAlive(): Promise<void> | null;
+}
+
+/**
+ * Builds the program without running anything: main() parses it, and the reference-doc generator
+ * (scripts/generate-reference-docs.ts) walks its commands' help and options.
+ */
+export function buildProgram(io: CliIo = processIo): CliProgram {
   const out = (text: string) => io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
-  // A reader that closes early (`| head`) ends the command quietly instead of with a stack trace.
-  watchOutput(io.stdout);
   let exitCode = 0;
   let keptAlive: Promise<void> | null = null;
 
@@ -107,11 +118,18 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
   };
 
   for (const register of commandModules) register(program, ctx);
+  return { program, exitCode: () => exitCode, keptAlive: () => keptAlive };
+}
 
+export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  // A reader that closes early (`| head`) ends the command quietly instead of with a stack trace.
+  watchOutput(io.stdout);
+  const cli = buildProgram(io);
   try {
-    await program.parseAsync(argv as string[], { from: 'user' });
+    await cli.program.parseAsync(argv as string[], { from: 'user' });
+    const keptAlive = cli.keptAlive();
     if (keptAlive) await keptAlive;
-    return exitCode;
+    return cli.exitCode();
   } catch (error) {
     if (error instanceof OutputClosedError) return 0; // `| head`: the reader has what it wanted
     if (error instanceof CommanderError) {

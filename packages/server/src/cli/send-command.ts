@@ -3,7 +3,7 @@
  * (@ecapi-ingest/client): hashing, validation, packing into 1,000-event / 1 MiB requests, signing,
  * retries. A live progress bar on a terminal, plain periodic lines otherwise (both on stderr:
  * send-progress.ts), a final summary (one JSON document on stdout with --json) and the exit codes
- * of the README (send-summary.ts). The input and its line numbers: send-input.ts.
+ * of docs/guides/sender.md (send-summary.ts). The input and its line numbers: send-input.ts.
  *
  * Counts agree everywhere: a line that is not JSON is reported on stderr with its line number and
  * counts as rejected from the first progress line to the summary.
@@ -175,7 +175,7 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
       let failure: DeliveryFailure | undefined;
       let caFile: string | undefined;
       let caFound = false;
-      /** --demo: the id of the sample event, which the README's next step looks up. */
+      /** --demo: the id of the sample event, which the README quickstart's next step looks up. */
       let demoId: string | null = null;
       const started = Date.now();
       const hash = opts.hash ? { defaultRegion: opts.phoneRegion } : false;

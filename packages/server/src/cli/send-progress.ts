@@ -2,7 +2,7 @@
  * The progress line of `ecapi-ingest send` (a pure function of the SDK's SendProgress: unit-tested
  * in test/client/send-command.test.ts) and the count formatting the command's other lines share.
  *
- * Why hand-written (README, decisions): every character it prints is one column wide (ASCII and
+ * Why hand-written (docs/decisions.md): every character it prints is one column wide (ASCII and
  * two block characters), so fitting the terminal width is arithmetic, and the command needs no
  * redraw loop or stream handling of a library.
  *

@@ -3,7 +3,7 @@
  * with --json), the per-event problems and request-level failure on stderr, and the exit code.
  *
  * Invariants and hazards:
- * - Exit codes are the README's: 0 all accepted, 1 some rejected, 3 some undeliverable (retry
+ * - Exit codes are the sender guide's (docs/guides/sender.md): 0 all accepted, 1 some rejected, 3 some undeliverable (retry
  *   later), 4 stopped by a request-level failure (2, usage, is thrown before anything is sent).
  *   The worst outcome wins: a request-level failure over undeliverable over rejected.
  * - Counts agree everywhere: input lines that are not JSON are counted as rejected (and done) in
@@ -120,7 +120,7 @@ export interface SendOutcome {
   readonly caFile: string | undefined;
   readonly caFound: boolean;
   readonly dataDir: string;
-  /** --demo: the id of the sample event, which the README's next step looks up. */
+  /** --demo: the id of the sample event, which the README quickstart's next step looks up. */
   readonly demoId: string | null;
 }
 

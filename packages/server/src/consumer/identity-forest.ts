@@ -3,7 +3,7 @@
  * for the batch (the nodes and identifier links the batch loaded), updated record by record in
  * queue order, and written back as changed nodes, re-parentings and new links.
  *
- * Rule (README "Identity linking"), per applied record: the identities of its identifiers and the
+ * Rule (docs/guides/merged-view.md "Identity linking"), per applied record: the identities of its identifiers and the
  * record's previous identity are united; the oldest (lowest created_seq, then key) survives and the
  * others point to it; trees stay flat (whatever pointed to an absorbed identity now points to the
  * survivor); identifiers not yet linked link to the survivor; a record with neither identifiers nor

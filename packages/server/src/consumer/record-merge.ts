@@ -1,6 +1,6 @@
 /**
  * The merge part of applying a batch: one queued record against the current state of its merged
- * record (README "Merge rule" and "Merge window"). Pure: the identity key is filled in by the
+ * record (docs/guides/merged-view.md "Merge rule" and "Merge window"). Pure: the identity key is filled in by the
  * caller (identity-forest.ts), counters by counter-deltas.ts.
  */
 import { identifiersOf } from '../merged-view/identity.js';

@@ -42,7 +42,7 @@ export const DEFAULT_POLICY: DataSetPolicy = Object.freeze({
   mergeWindowMs: 7 * 86_400_000,
   // 180 days: twice the default maximum event age, so a conversion can be matched against
   // everything of the last ~6 months (beyond common 90-day attribution windows); hourly statistics,
-  // which hold no identifiers, are kept beyond it. README "Data lifecycle".
+  // which hold no identifiers, are kept beyond it. docs/guides/data-lifecycle.md.
   viewRetentionMs: 180 * 86_400_000,
   version: 1,
 });

@@ -1,7 +1,7 @@
 /**
  * Step 6 of the request path: bytes -> list of candidate events, or a request-level 400.
  *
- * Decisions (documented in the README):
+ * Decisions (documented in docs/decisions.md):
  * - The body must be valid UTF-8. Invalid sequences are a 400, never silently replaced with U+FFFD
  *   (the signature covered the bytes; a replacement would store something the sender never sent).
  * - A leading UTF-8 byte order mark is tolerated and skipped.

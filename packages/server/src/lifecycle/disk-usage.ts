@@ -79,7 +79,7 @@ export class DiskMonitor {
       this.#warnedAt = nowMs;
       this.#logger.warn(
         { free_bytes: usage.free_bytes, total_bytes: usage.total_bytes, low_space_percent: usage.low_space_percent, stores: usage.stores },
-        'low free space on the data dir: shorten --retention / --view-retention or add disk (README "Data lifecycle")',
+        'low free space on the data dir: shorten --retention / --view-retention or add disk (docs/guides/data-lifecycle.md)',
       );
     } else if (!usage.low) this.#warnedAt = Number.NEGATIVE_INFINITY;
     return usage;

@@ -22,7 +22,7 @@ export interface DeletionRequest {
   readonly id: number;
   readonly dataSetId: string;
   readonly kind: DeletionKind;
-  /** The identifier, identity key or event id; null once done (README "Data lifecycle"). */
+  /** The identifier, identity key or event id; null once done (docs/guides/data-lifecycle.md). */
   readonly target: string | null;
   readonly targetDigest: string;
   readonly suppress: boolean;

@@ -5,7 +5,7 @@
  * A per-event message answers the sender with what the sender sent, exactly: `schema validation
  * failed: unknown field user_data["mary@example.com"]` is the sender's own data and the most useful
  * answer. But the same message in ingest-stats.db, in the console's recent rejections or in a
- * Prometheus label would put a sender-controlled string (here an email address) where the README
+ * Prometheus label would put a sender-controlled string (here an email address) where the docs
  * promises no identifiers, and give every new name a new stats row or label series. So everything
  * that is kept, served to operators or counted goes through `storedReasonOf` / `storedPathOf`:
  *

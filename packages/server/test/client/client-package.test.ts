@@ -53,6 +53,14 @@ test('the packed client installs alone: no @ecapi-ingest dependency, README and 
   assert.match(readFileSync(join(project, 'node_modules/@ecapi-ingest/client/README.md'), 'utf8'), /## Example/);
 });
 
+test("the README's install is the one that works: a tarball from npm pack (the package is not published)", () => {
+  const readme = readFileSync(join(CLIENT_DIR, 'README.md'), 'utf8');
+  const install = /## Install\n[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
+  assert.match(install, /npm pack/, 'the install section builds the tarball, as the before() hook does');
+  assert.match(install, /^npm install \S+\.tgz/m, 'and installs the tarball');
+  assert.doesNotMatch(install, /^npm install @ecapi-ingest\/client/m, 'npm install @ecapi-ingest/client fails: it is not published');
+});
+
 test('the README example sends events to a running server', async () => {
   const readme = readFileSync(join(CLIENT_DIR, 'README.md'), 'utf8');
   const example = /```js\n([\s\S]*?)```/.exec(readme)![1]!;

@@ -218,7 +218,7 @@ test('progressLine: a bar and as many numbers as fit; plain text off a terminal'
 
 test('missing credentials or input: one error line, non-zero exit', async () => {
   const r = await run(['send', join(work, 'one.ndjson')], { ECAPI_DATA_SET: 'cli' });
-  assert.equal(r.code, 2, 'a usage error, as the README says');
+  assert.equal(r.code, 2, 'a usage error, as docs/guides/sender.md says');
   assert.match(r.stderr, /^error: missing ECAPI_URL \(--url\), ECAPI_KEY_ID \(--key-id\), ECAPI_SECRET \(--secret\)\n$/);
   const noInput = await run(['send'], envCreds());
   assert.equal(noInput.code, 2);

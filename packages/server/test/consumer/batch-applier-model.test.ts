@@ -4,7 +4,7 @@
  * measurement-only events) applied by the real consumer on real SQLite view stores, with random
  * batch sizes, 1, 2 or 4 partitions stepped in a random interleaving, and batches that fail before
  * their commit (and are applied again), must give, read through the partitioned view, what a
- * naive record-at-a-time reference of the README's rules gives (test/helpers/reference-view.ts):
+ * naive record-at-a-time reference of docs/guides/merged-view.md's rules gives (test/helpers/reference-view.ts):
  * every merged record, every identity key, every counter.
  */
 import { test } from 'node:test';

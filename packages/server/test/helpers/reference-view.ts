@@ -1,5 +1,5 @@
 /**
- * A naive, record-at-a-time reference of the README's rules for the merged view ("Merge rule",
+ * A naive, record-at-a-time reference of the rules of docs/guides/merged-view.md for the merged view ("Merge rule",
  * "Merge window", "Identity linking", "Analytics"), for model-based tests of the batch applier.
  * Deliberately written another way than the consumer: no batches, no store, identities as plain
  * maps re-scanned on every union, and analytics computed at the end from the final records
