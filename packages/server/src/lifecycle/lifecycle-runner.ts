@@ -66,6 +66,8 @@ export interface LifecycleRunnerOptions {
 }
 
 class ClaimLost extends Error {}
+/** The worker is stopping: the request stays pending (and claimed by a process about to exit). */
+class Stopping extends Error {}
 
 export class LifecycleRunner {
   readonly #o: LifecycleRunnerOptions;
@@ -90,6 +92,7 @@ export class LifecycleRunner {
       try {
         await this.#carryOut(request);
       } catch (error) {
+        if (error instanceof Stopping) return;
         if (!(error instanceof ClaimLost)) throw error;
         this.#o.logger.warn({ request_id: request.id }, 'deletion request taken over by another worker');
       }
@@ -118,7 +121,7 @@ export class LifecycleRunner {
   async #step(request: DeletionRequest): Promise<void> {
     const min = this.#o.minFreeBytes ?? deletionMinFreeBytes();
     for (;;) {
-      if (this.#stopping) throw new ClaimLost('stopping');
+      if (this.#stopping) throw new Stopping();
       if (!(await this.#b.store.claim(request.id, CLAIM_MS))) throw new ClaimLost();
       const free = await this.#b.freeBytes();
       if (free === null || free >= min) return;
