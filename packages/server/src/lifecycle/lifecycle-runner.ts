@@ -75,6 +75,8 @@ export class LifecycleRunner {
   #lastRetention = Number.NEGATIVE_INFINITY;
   #stopping = false;
   #spaceWarnedFor = new Set<number>();
+  /** View erasers whose WAL still holds pages of records retention deleted (truncated at every tick until done). */
+  readonly #walDirty = new Set<ViewEraser>();
 
   constructor(options: LifecycleRunnerOptions) {
     this.#o = options;
@@ -101,6 +103,8 @@ export class LifecycleRunner {
       this.#lastRetention = nowMs;
       await this.#retention(nowMs);
     }
+    // Expired records leave no page image in the WALs either (retried each tick while busy).
+    for (const eraser of [...this.#walDirty]) if (await eraser.truncate()) this.#walDirty.delete(eraser);
   }
 
   /** Until stopped: a tick a second (errors logged, the next tick tries again). */
@@ -227,7 +231,6 @@ export class LifecycleRunner {
     let longestMs = 0;
     let heldMs = 0;
     let transactions = 0;
-    const touched = new Set<ViewEraser>();
     for (const dataSet of await this.#o.controlPlane.listDataSets()) {
       const eraser = await this.#b.viewEraser(dataSet.id);
       if (!eraser) return;
@@ -238,13 +241,11 @@ export class LifecycleRunner {
         heldMs += counts.heldMs;
         transactions++;
         addCounts(total, counts);
-        if (counts.records > 0) touched.add(eraser);
+        if (counts.records > 0) this.#walDirty.add(eraser);
         await yieldLoop();
         if (counts.records < EXPIRE_BATCH) break;
       }
     }
-    // Expired records leave no page image in the WALs either (retried next round when busy).
-    for (const eraser of touched) await eraser.truncate();
     if (total.records > 0) {
       this.#o.logger.info(
         {

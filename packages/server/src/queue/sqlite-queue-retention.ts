@@ -38,6 +38,8 @@ export class SqliteQueueRetention {
   #db: Database.Database | null = null;
   /** Body-log files below this number were unreferenced in the previous round: they go now. */
   #unreferencedBelow = 0;
+  /** Segments were deleted since the WAL was last truncated. */
+  #walDirty = false;
 
   constructor(queueFile: string) {
     this.#file = queueFile;
@@ -60,6 +62,7 @@ export class SqliteQueueRetention {
       segmentsDeleted += changes;
       if (changes < BATCH_ROWS) break;
     }
+    if (segmentsDeleted > 0) this.#walDirty = true;
     const filesDeleted = this.#deleteFiles(this.#unreferencedBelow);
     const lowest = db.prepare('SELECT MIN(body_file) AS f FROM queue_segments WHERE body_file IS NOT NULL').get() as { f: number | null };
     const head = db.prepare('SELECT file_no AS f FROM queue_log_head WHERE id = 1').get() as { f: number } | undefined;
@@ -67,9 +70,15 @@ export class SqliteQueueRetention {
     return { segmentsDeleted, filesDeleted };
   }
 
-  /** After a round that deleted segments: no old page image of them left in queue.db-wal (false: busy, next round). */
+  /**
+   * After rounds that deleted segments: no old page image of them left in queue.db-wal. Call it every
+   * round: it does nothing when nothing was deleted since it last succeeded (false: busy, next round).
+   */
   async truncateWal(): Promise<boolean> {
-    return this.#db ? truncateWal(this.#db, { attempts: 10 }) : true;
+    if (!this.#walDirty || !this.#db) return true;
+    if (!(await truncateWal(this.#db, { attempts: 10 }))) return false;
+    this.#walDirty = false;
+    return true;
   }
 
   #deleteFiles(below: number): number {
