@@ -22,6 +22,9 @@ import {
   isRetryableNetworkError,
   networkFailure,
   parseRetryAfterMs,
+  retryDelayMs,
+  DEFAULT_MAX_RETRY_AFTER_MS,
+  MAX_TIMER_MS,
   type BackoffOptions,
 } from './retry.js';
 import { refusalOf, type DeliveryFailure, type Rejection } from './send-errors.js';
@@ -52,6 +55,11 @@ export interface ClientOptions extends PrepareOptions {
   readonly maxRateLimitRetries?: number;
   /** Exponential backoff with full jitter (default base 250 ms, cap 20 s). */
   readonly backoff?: Partial<BackoffOptions>;
+  /**
+   * The longest Retry-After obeyed, in ms (default 60,000): a longer one is waited this long, then
+   * the request is retried. No retry waits less than the backoff, whatever Retry-After says.
+   */
+  readonly maxRetryAfterMs?: number;
   /** Called after each request settles and after each retry decision. */
   readonly onProgress?: (progress: SendProgress) => void;
   /** Called before each retry, with why and how long the client waits. */
@@ -82,7 +90,8 @@ function headerValue(headers: Record<string, string | string[] | undefined>, nam
   return Array.isArray(v) ? v[0] : v;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** setTimeout, kept within its 32-bit range (a longer delay would fire after 1 ms). */
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.min(ms, MAX_TIMER_MS)));
 
 function isLoopback(hostname: string): boolean {
   return hostname === 'localhost' || hostname === '[::1]' || hostname === '::1' || /^127\./.test(hostname);
@@ -96,6 +105,7 @@ export class Client {
   readonly #ownsDispatcher: boolean;
   readonly #backoff: BackoffOptions;
   readonly #random: () => number;
+  readonly #maxRetryAfterMs: number;
   #closed = false;
 
   constructor(options: ClientOptions) {
@@ -114,6 +124,11 @@ export class Client {
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError('Client: concurrency must be a positive integer');
     this.#backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
     this.#random = options.random ?? Math.random;
+    const maxRetryAfterMs = options.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
+    if (typeof maxRetryAfterMs !== 'number' || !Number.isFinite(maxRetryAfterMs) || maxRetryAfterMs < 0 || maxRetryAfterMs > MAX_TIMER_MS) {
+      throw new TypeError(`Client: maxRetryAfterMs must be a number of ms from 0 to ${MAX_TIMER_MS}`);
+    }
+    this.#maxRetryAfterMs = maxRetryAfterMs;
     if (options.dispatcher) {
       this.#dispatcher = options.dispatcher;
       this.#ownsDispatcher = false;
@@ -259,10 +274,12 @@ export class Client {
       if (kind === 'retry') {
         const failure: DeliveryFailure = { code: 'SERVER_ERROR', message: statusError, httpStatus: status };
         if (retries >= maxRetries) return undeliverable(failure);
-        const delayMs = backoffDelayMs(retries, this.#backoff, this.#random);
+        // A 503's Retry-After says when the service expects to be back: honoured, capped, never below the backoff.
+        const retryAfterMs = parseRetryAfterMs(headerValue(responseHeaders, 'retry-after'));
+        const delayMs = retryDelayMs(retryAfterMs, backoffDelayMs(retries, this.#backoff, this.#random), this.#maxRetryAfterMs, this.#random);
         retries++;
         totals.retries++;
-        o.onRetry?.({ reason: 'server-error', status, error: failure, retry: retries, delayMs, retryAfterMs: undefined, events: request.items.length });
+        o.onRetry?.({ reason: 'server-error', status, error: failure, retry: retries, delayMs, retryAfterMs, events: request.items.length });
         progress();
         await sleep(delayMs);
         continue;
@@ -271,11 +288,10 @@ export class Client {
         const failure: DeliveryFailure = { code: 'RATE_LIMITED', message: statusError, httpStatus: status };
         if (rateLimitRetries >= maxRateLimitRetries) return undeliverable(failure);
         const retryAfterMs = parseRetryAfterMs(headerValue(responseHeaders, 'retry-after'));
-        // Honor Retry-After (plus up to 10% jitter so paused senders do not return in lockstep);
-        // without one, back off exponentially with full jitter like any transient failure.
-        const delayMs = retryAfterMs !== undefined
-          ? retryAfterMs + Math.floor(this.#random() * Math.min(1000, retryAfterMs * 0.1))
-          : backoffDelayMs(rateLimitRetries, this.#backoff, this.#random);
+        // Honor Retry-After (capped at maxRetryAfterMs, plus jitter so paused senders do not return
+        // in lockstep, never sooner than the backoff); without one, back off exponentially with full
+        // jitter like any transient failure.
+        const delayMs = retryDelayMs(retryAfterMs, backoffDelayMs(rateLimitRetries, this.#backoff, this.#random), this.#maxRetryAfterMs, this.#random);
         rateLimitRetries++;
         totals.retries++;
         // Every worker holds off until then: the limit is per data set, not per request.

@@ -2,7 +2,10 @@
  * The interface spec's retry guidance as pure functions:
  *   200/207: done (on 207 only the listed events are rejected; they are returned, never resent);
  *   500 (any 5xx), 408, network errors and time-outs: retry with exponential backoff, full jitter;
- *   429: wait Retry-After, then retry;
+ *   429: wait Retry-After, then retry (a 5xx's Retry-After is honoured too);
+ *   Retry-After is capped (maxRetryAfterMs, default 60 s: a day-long or overflowing value must not
+ *   park the sender, nor overflow Node's 32-bit timer and fire at once), and no retry comes sooner
+ *   than the backoff would allow (`Retry-After: 0` is no licence to hammer);
  *   plain 400/401 (and other 4xx): never retried without changing the request;
  *   401/403/404, an untrusted certificate, an unknown host: request-level failures (send-errors.ts).
  */
@@ -33,6 +36,28 @@ export const DEFAULT_BACKOFF: BackoffOptions = { baseMs: 250, maxMs: 20_000 };
 export function backoffDelayMs(retry: number, options: BackoffOptions = DEFAULT_BACKOFF, random: () => number = Math.random): number {
   const ceiling = Math.min(options.maxMs, options.baseMs * 2 ** Math.min(retry, 30));
   return Math.floor(random() * ceiling);
+}
+
+/** The longest Retry-After the client obeys by default (ClientOptions.maxRetryAfterMs). */
+export const DEFAULT_MAX_RETRY_AFTER_MS = 60_000;
+/** setTimeout's ceiling: a longer delay overflows and fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * How long to wait before a retry: the backoff when the service sent no Retry-After; otherwise its
+ * Retry-After capped at `maxRetryAfterMs`, with up to 10% (at most 1 s) jitter so that paused
+ * senders do not return in lockstep (under the cap when it was reached), and never less than
+ * `backoffMs`. Always a delay setTimeout can keep.
+ */
+export function retryDelayMs(retryAfterMs: number | undefined, backoffMs: number, maxRetryAfterMs: number = DEFAULT_MAX_RETRY_AFTER_MS, random: () => number = Math.random): number {
+  let delay = backoffMs;
+  if (retryAfterMs !== undefined && !Number.isNaN(retryAfterMs)) {
+    const capped = Math.min(retryAfterMs, maxRetryAfterMs);
+    const jitter = Math.floor(random() * Math.min(1000, capped * 0.1));
+    const wait = retryAfterMs >= maxRetryAfterMs ? capped - jitter : Math.min(maxRetryAfterMs, capped + jitter);
+    delay = Math.max(backoffMs, wait);
+  }
+  return Math.min(MAX_TIMER_MS, Math.max(0, delay));
 }
 
 /**

@@ -83,7 +83,7 @@ export interface RetryInfo {
   /** The retry about to be made, from 1. */
   readonly retry: number;
   readonly delayMs: number;
-  /** Retry-After of a 429, in ms, when the service sent one. */
+  /** Retry-After of a 429 or 5xx, in ms, when the service sent one (as sent: `delayMs` is what the client waits). */
   readonly retryAfterMs: number | undefined;
   readonly events: number;
 }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backoffDelayMs, classifyStatus, describeNetworkError, isRetryableNetworkError, parseRetryAfterMs } from '../src/index.js';
+import { backoffDelayMs, classifyStatus, describeNetworkError, isRetryableNetworkError, MAX_TIMER_MS, parseRetryAfterMs, retryDelayMs } from '../src/index.js';
 
 test('status classes follow the retry guidance', () => {
   assert.equal(classifyStatus(200), 'done');
@@ -46,4 +46,21 @@ test('network errors are retried, certificate failures are not', () => {
   assert.match(describeNetworkError(cert), /DEPTH_ZERO_SELF_SIGNED_CERT/);
   assert.match(describeNetworkError(reset), /^network error: UND_ERR_SOCKET/);
   assert.match(describeNetworkError(new DOMException('The operation timed out', 'TimeoutError')), /^time-out/);
+});
+
+test('retry delay: Retry-After capped (default 60 s), jittered under the cap, never below the backoff, always a keepable timer', () => {
+  const none = () => 0;
+  const most = () => 0.999;
+  assert.equal(retryDelayMs(undefined, 123), 123, 'no Retry-After: the backoff');
+  assert.equal(retryDelayMs(3000, 100, 60_000, none), 3000);
+  assert.equal(retryDelayMs(3000, 100, 60_000, most), 3299, 'up to 10% jitter above');
+  assert.equal(retryDelayMs(3_000_000_000, 100, undefined, none), 60_000, 'Retry-After: 3000000 (s) is capped at 60 s');
+  assert.equal(retryDelayMs(3_000_000_000, 100, 60_000, most), 59_001, 'at the cap the jitter goes below it');
+  assert.equal(retryDelayMs(86_400_000, 100, 5000, none), 5000, 'a day, capped by the option');
+  assert.equal(retryDelayMs(59_900, 0, 60_000, most), 60_000, 'jitter never pushes past the cap');
+  assert.equal(retryDelayMs(Number.POSITIVE_INFINITY, 0, 60_000, none), 60_000);
+  assert.equal(retryDelayMs(0, 250, 60_000, none), 250, 'Retry-After: 0 waits the backoff');
+  assert.equal(retryDelayMs(10, 250, 60_000, most), 250);
+  assert.equal(retryDelayMs(1000, 20_000, 5000, none), 20_000, 'a cap below the backoff does not make retries faster');
+  assert.ok(retryDelayMs(Number.MAX_VALUE, Number.MAX_VALUE, Number.MAX_VALUE, none) <= MAX_TIMER_MS);
 });

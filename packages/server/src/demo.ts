@@ -3,7 +3,7 @@
  * a key for it, and prints a copy-paste command that sends one signed sample event. The secret is
  * printed once, on the terminal, never logged and never written in plain text anywhere.
  */
-import { relative, isAbsolute } from 'node:path';
+import { resolve } from 'node:path';
 import type { ControlPlane, IssuedKey } from './control/control-plane.js';
 
 export const DEMO_DATA_SET = 'demo';
@@ -14,9 +14,12 @@ export async function createDemoIfFresh(controlPlane: ControlPlane): Promise<Iss
   return controlPlane.createKey([DEMO_DATA_SET]);
 }
 
-function displayPath(file: string): string {
-  const rel = relative(process.cwd(), file);
-  return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : file;
+/**
+ * The certificate's absolute path, quoted for bash: the command is pasted into another terminal,
+ * often in another directory, where a relative path would not resolve (issue 31).
+ */
+function shellQuotedPath(file: string): string {
+  return `'${resolve(file).replace(/'/g, `'\\''`)}'`;
 }
 
 /** A bash command: builds a sample event stamped now, signs it with openssl, posts it with curl. */
@@ -27,7 +30,7 @@ export function demoCurlCommand(options: { key: IssuedKey; host: string; port: n
   return [
     `TS=$(date +%s); BODY="{\\"data_set_id\\":\\"${ds}\\",\\"id\\":\\"demo-$TS\\",\\"timestamp\\":$TS,\\"event_type\\":\\"purchase\\",\\"value\\":42.5,\\"currency_code\\":\\"USD\\",\\"source\\":\\"website\\"}"`,
     `SIG=$(printf '%s' "$BODY" | openssl dgst -sha256 -hmac '${options.key.secret}' | sed 's/^.*= //')`,
-    `curl -sS -w '\\nHTTP %{http_code}\\n' --tlsv1.3 --cacert '${displayPath(options.certFile)}' -X POST '${url}' ` +
+    `curl -sS -w '\\nHTTP %{http_code}\\n' --tlsv1.3 --cacert ${shellQuotedPath(options.certFile)} -X POST '${url}' ` +
       `-H 'Content-Type: application/json' -H 'Accept: application/json' ` +
       `-H 'X-Service-Key-Id: ${options.key.keyId}' -H 'X-Service-Data-Set: ${ds}' -H "X-Service-Signature: $SIG" --data-binary "$BODY"`,
   ].join('; ');

@@ -26,6 +26,7 @@ import { LiveRecorder, startLiveLoop } from './observability/live-recorder.js';
 import { LiveStore } from './observability/live-store.js';
 import { createEventProcessor } from './validation/event-processor.js';
 import { announceListening, buildNodeAdmin, closeOnce, openNode } from './serving-node.js';
+import { listenFailure } from './http/listen-failure.js';
 
 export interface RunningService {
   readonly port: number;
@@ -140,20 +141,44 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
         })
       : null;
 
-  await new Promise<void>((resolve, reject) => {
-    // `on`, not `once`: under node:cluster a failed listen can be reported more than once, and an
-    // 'error' event without a listener would crash the process instead of failing the start.
-    publicServer.server.on('error', reject);
-    publicServer.server.listen(config.port, config.host, () => {
-      publicServer.server.off('error', reject);
-      resolve();
+  // Everything above is released in this order on a graceful stop, and also when a port cannot be
+  // bound: `serve` then exits with one line and nothing is left half up (issue 29).
+  const release = async () => {
+    accepting = false;
+    credentials.stop();
+    stopLive();
+    await publicServer.shutdown();
+    await queue.close();
+    if (!options.outcomes) await outcomes.close();
+    disk?.stop();
+    await statsReader.close();
+    rateLimiter.close();
+    failedAuth.close();
+    await admin?.close();
+    await storage.close();
+  };
+  let adminPort = 0;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      // `on`, not `once`: under node:cluster a failed listen can be reported more than once, and an
+      // 'error' event without a listener would crash the process instead of failing the start.
+      const failed = (error: Error) => reject(listenFailure(error, config.host, config.port, 'public port'));
+      publicServer.server.on('error', failed);
+      publicServer.server.listen(config.port, config.host, () => {
+        publicServer.server.off('error', failed);
+        resolve();
+      });
     });
-  });
-  publicServer.server.on('error', (error: Error) => logger.error({ err: { message: error.message } }, 'public server error'));
-  const adminPort = admin ? await admin.listen() : 0;
+    publicServer.server.on('error', (error: Error) => logger.error({ err: { message: error.message } }, 'public server error'));
+    if (admin) adminPort = await admin.listen().catch((error: unknown) => Promise.reject(listenFailure(error, config.adminHost, config.adminPort, 'admin port')));
+  } catch (error) {
+    await release().catch(() => undefined); // the listen error is the one to report
+    logger.flush();
+    throw error;
+  }
   accepting = true;
   const port = (publicServer.server.address() as AddressInfo).port;
-  if (role === 'single') announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, storage: storage.location });
+  if (role === 'single') announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, storage: storage.location }, { config, port, adminPort });
   else logger.flush();
 
   return {
@@ -166,18 +191,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     live,
     queueHealth: () => queue.health(),
     close: closeOnce(async () => {
-      accepting = false;
-      credentials.stop();
-      stopLive();
-      await publicServer.shutdown();
-      await queue.close();
-      if (!options.outcomes) await outcomes.close();
-      disk?.stop();
-      await statsReader.close();
-      rateLimiter.close();
-      failedAuth.close();
-      await admin?.close();
-      await storage.close();
+      await release();
       if (role === 'single') logger.info('ecapi-ingest stopped');
       logger.flush();
     }),

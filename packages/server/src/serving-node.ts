@@ -10,7 +10,8 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import type { ServeConfig } from './config.js';
+import { DEFAULT_PORTS, type ServeConfig } from './config.js';
+import { readListeningRecord, writeListeningRecord } from './listening-record.js';
 import { buildAdminApp, type AdminAppDeps, type MetricsSource } from './admin/admin-app.js';
 import { assertAdminExposure } from './admin/admin-exposure.js';
 import type { StatsReader } from './analytics/stats-reader.js';
@@ -99,6 +100,11 @@ export function buildNodeAdmin(config: ServeConfig, controlPlane: ControlPlane, 
         listDataSets: () => controlPlane.listDataSets(),
         listKeys: () => controlPlane.listKeys(),
         processes: sources.processes,
+        otherEnvironment: () => {
+          const other = config.env === 'test' ? 'production' : 'test';
+          const running = readListeningRecord(config.dataDir, other);
+          return { env: other, running: running !== null, admin_port: running?.admin_port ?? DEFAULT_PORTS[other].adminPort, admin_host: running?.admin_host ?? null };
+        },
         ...(sources.disk ? { disk: sources.disk } : {}),
       },
       readiness: sources.readiness,
@@ -115,7 +121,12 @@ export function buildNodeAdmin(config: ServeConfig, controlPlane: ControlPlane, 
 }
 
 /** The line operators and scripts wait for, written out at once. */
-export function announceListening(logger: Logger, fields: Record<string, unknown>): void {
+export function announceListening(logger: Logger, fields: Record<string, unknown>, record?: { config: ServeConfig; port: number; adminPort: number }): void {
+  // For the other environment's console: where this one's admin port really is (listening-record.ts).
+  if (record) {
+    const { config } = record;
+    writeListeningRecord(config.dataDir, config.env, { pid: process.pid, port: record.port, admin_port: record.adminPort, admin_host: config.adminHost });
+  }
   logger.info(fields, 'ecapi-ingest listening');
   logger.flush();
 }

@@ -137,7 +137,7 @@ export interface DataSetDetail extends DataSetRow {
   };
 }
 
-export interface TestEvent {
+export interface EventOutcome {
   at: number;
   data_set_id: string;
   key_id: string;
@@ -151,6 +151,29 @@ export interface TestEvent {
   event?: unknown;
   event_omitted?: string;
 }
+
+/** A request refused as a whole (no per-event outcome): observability/request-failure.ts. */
+export interface RequestFailure {
+  at: number;
+  request_id: string;
+  outcome: 'failed';
+  authenticated: boolean;
+  status: number;
+  error: string;
+  error_code: string | null;
+  key_id: string | null;
+  data_set_id: string | null;
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body?: unknown;
+  body_omitted?: string;
+  index: null;
+  event_id: null;
+  event_type: null;
+}
+
+export type TestEvent = EventOutcome | RequestFailure;
 
 export interface TestEvents {
   env: string;

@@ -97,6 +97,7 @@ export function dataSetPage(id: string): Page {
           ['Time (UTC)', 'Request id', 'Index', 'Event id', 'Error'],
           shown.map((r) => [nowrap(fmt.time(r.at)), h('code', { class: 'small' }, r.request_id), String(r.index), r.event_id ? h('code', null, r.event_id) : h('span', { class: 'muted' }, 'none'), h('span', { class: 'error' }, r.error)]),
           'No rejected events since the service started.',
+          { stack: true },
         ),
         rejections.length > REJECTIONS_SHOWN ? h('p', { class: 'small' }, `Newest ${shown.length} of the last ${rejections.length}. `, toggle) : null,
       );
@@ -137,6 +138,7 @@ export function dataSetPage(id: string): Page {
           ['Hour (UTC)', 'Accepted', 'Rejected', 'Reasons'],
           hourRows.map((x) => [nowrap(fmt.time(x.hour).slice(0, 16)), fmt.int(x.accepted), fmt.int(x.rejected), h('ul', { class: 'reasons' }, Object.entries(x.rejections).map(([r, n]) => h('li', null, `${fmt.int(n)} × `, h('span', { class: 'error' }, r))))]),
           'No events in the last 24 hours.',
+          { stack: true },
         ),
       );
       replace(

@@ -56,6 +56,7 @@ export function dataSetsPage(): Page {
             h('span', { class: 'num' }, fmt.int(d.last_hour.rate_limited)),
           ]),
           'No data sets yet: ecapi-ingest data-set create <id>.',
+          { stack: true },
         ),
       );
     },

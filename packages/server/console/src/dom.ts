@@ -66,16 +66,22 @@ export function card(id: string, label: string, value: string, note?: string, to
   );
 }
 
-export function table(testId: string, head: string[], rows: (Child | Child[])[][], empty = 'Nothing yet.'): HTMLElement {
+/**
+ * A table. With `stack` (tables whose columns identify a problem: ids, errors, reasons), each row
+ * becomes a card on a narrow screen (styles.css, `table.stack`), its cells under their column's
+ * name (`data-label`), so no such column is scrolled out of sight; other tables (figures) scroll
+ * sideways inside their panel.
+ */
+export function table(testId: string, head: string[], rows: (Child | Child[])[][], empty = 'Nothing yet.', options: { stack?: boolean } = {}): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'muted empty', 'data-testid': testId }, empty);
   return h(
     'div',
     { class: 'table-wrap' },
     h(
       'table',
-      { 'data-testid': testId },
+      { 'data-testid': testId, class: options.stack ? 'stack' : undefined },
       h('thead', null, h('tr', null, head.map((c) => h('th', null, c)))),
-      h('tbody', null, rows.map((r) => h('tr', null, r.map((c) => h('td', null, c))))),
+      h('tbody', null, rows.map((r) => h('tr', null, r.map((c, i) => h('td', { 'data-label': head[i] ?? '' }, c))))),
     ),
   );
 }

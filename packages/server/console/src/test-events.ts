@@ -1,23 +1,28 @@
 /**
  * Test environment: the last events received, accepted and rejected, each with its payload (masked
  * on the server: event-display.ts) and the error the sender got, the way a sender debugging an
- * integration reads them (Meta's Test Events, Snowplow Micro).
+ * integration reads them (Meta's Test Events, Snowplow Micro); and the requests refused as a whole
+ * (outcome `failed`: bad signature, invalid JSON, wrong Content-Type, …) with their status, message,
+ * headers and, when signed, their masked body (request-failure.ts).
  *
  * Rows never move under the reader: new events are prepended only while the list is live (not
  * paused, no event selected); otherwise they wait behind a "show N new events" button. The table is
  * redrawn only when what it shows changes (new rows let in, a filter, the selection), not on every
  * 2-second poll.
  */
-import { getJson, type TestEvent, type TestEvents } from './api.js';
+import { getJson, type RequestFailure, type TestEvent, type TestEvents } from './api.js';
 import { fmt, h, nowrap, replace } from './dom.js';
 import type { Page } from './main.js';
 
 const MAX_ROWS = 200;
-type Outcome = 'all' | 'accepted' | 'rejected';
+type Outcome = 'all' | 'accepted' | 'rejected' | 'failed';
 const NO_TYPE = '(none)';
+const OUTCOME_NAMES: Record<Outcome, string> = { all: 'all outcomes', accepted: 'accepted', rejected: 'rejected', failed: 'request failed' };
 
-const keyOf = (e: TestEvent) => `${e.request_id}:${e.index}`;
+const keyOf = (e: TestEvent) => `${e.request_id}:${e.outcome === 'failed' ? 'request' : e.index}`;
 const typeOf = (e: TestEvent) => e.event_type ?? NO_TYPE;
+const pillClass = (e: TestEvent) => `pill ${e.outcome === 'accepted' ? 'good' : 'bad'}`;
+const pillText = (e: TestEvent) => (e.outcome === 'failed' ? `failed ${e.status}` : e.outcome);
 
 export function testEventsPage(): Page {
   const body = h('div');
@@ -36,7 +41,7 @@ export function testEventsPage(): Page {
   const outcomeSelect = h(
     'select',
     { 'data-testid': 'test-events-outcome', 'aria-label': 'Outcome' },
-    (['all', 'accepted', 'rejected'] as const).map((o) => h('option', { value: o }, o === 'all' ? 'all outcomes' : o)),
+    (['all', 'accepted', 'rejected', 'failed'] as const).map((o) => h('option', { value: o }, OUTCOME_NAMES[o])),
   );
   const typeSelect = h('select', { 'data-testid': 'test-events-type', 'aria-label': 'event_type' });
   const newer = h('span', { class: 'new-events' });
@@ -70,16 +75,45 @@ export function testEventsPage(): Page {
     typeSelect.value = eventType;
   };
 
+  const drawFailure = (e: RequestFailure) => {
+    const body = e.body !== undefined ? JSON.stringify(e.body, null, 2) : (e.body_omitted ?? (e.authenticated ? 'no body' : 'not kept: the request did not authenticate'));
+    replace(
+      detail,
+      h('h2', null, h('span', { class: pillClass(e) }, pillText(e)), ' ', 'request refused as a whole'),
+      h('div', { class: 'error-box', 'data-testid': 'test-event-error' }, e.error),
+      h(
+        'dl',
+        null,
+        [
+          ['Received (UTC)', nowrap(fmt.time(e.at))],
+          ['Status', String(e.status)],
+          ['Error code', e.error_code ? h('code', null, e.error_code) : h('span', { class: 'muted' }, 'none (gateway)')],
+          ['Signature', e.authenticated ? 'verified' : h('span', { class: 'error' }, 'not verified')],
+          ['Key', e.key_id ? h('code', null, e.key_id) : h('span', { class: 'muted' }, 'unknown')],
+          ['Data set', e.data_set_id ?? h('span', { class: 'muted' }, 'unknown')],
+          ['Request id', h('code', null, e.request_id)],
+          ['Request', h('code', null, `${e.method} ${e.path}`)],
+        ].flatMap(([k, v]) => [h('dt', null, k as string), h('dd', null, v as Node | string)]),
+      ),
+      h('h3', null, 'Headers'),
+      h('pre', { 'data-testid': 'test-event-headers' }, Object.entries(e.headers).map(([k, v]) => `${k}: ${v}`).join('\n') || 'none of those that matter'),
+      h('h3', null, 'Body'),
+      h('pre', { 'data-testid': 'test-event-payload' }, body),
+      h('p', { class: 'muted small' }, 'The signature is never shown; a body is kept only when its signature verified, masked like a rejected event.'),
+    );
+  };
+
   const drawDetail = () => {
     const e = shown.find((x) => keyOf(x) === selected);
     if (!e) {
-      replace(detail, h('p', { class: 'muted' }, 'Select an event to see its payload and, for a rejected event, the exact error. New events wait while one is selected.'));
+      replace(detail, h('p', { class: 'muted' }, 'Select an event to see its payload and, for a rejected event or a refused request, the exact error. New events wait while one is selected.'));
       return;
     }
+    if (e.outcome === 'failed') return drawFailure(e);
     const payload = e.event !== undefined ? JSON.stringify(e.event, null, 2) : (e.event_omitted ?? 'not available');
     replace(
       detail,
-      h('h2', null, h('span', { class: `pill ${e.outcome === 'accepted' ? 'good' : 'bad'}` }, e.outcome), ' ', e.event_type ?? 'no event_type'),
+      h('h2', null, h('span', { class: pillClass(e) }, pillText(e)), ' ', e.event_type ?? 'no event_type'),
       e.error ? h('div', { class: 'error-box', 'data-testid': 'test-event-error' }, e.error) : null,
       h(
         'dl',
@@ -102,14 +136,16 @@ export function testEventsPage(): Page {
   const drawTable = () => {
     drawTypes();
     const rows = shown.filter((e) => (outcome === 'all' || e.outcome === outcome) && (eventType === '' || typeOf(e) === eventType));
-    const accepted = shown.filter((e) => e.outcome === 'accepted').length;
-    summary.textContent = `Newest first: ${shown.length} events (${accepted} accepted, ${shown.length - accepted} rejected)${rows.length === shown.length ? '' : `, ${rows.length} match the filter`}. Click a row for its payload.`;
+    const count = (o: TestEvent['outcome']) => shown.filter((e) => e.outcome === o).length;
+    summary.textContent = `Newest first: ${count('accepted')} accepted, ${count('rejected')} rejected, ${count('failed')} requests refused as a whole${rows.length === shown.length ? '' : `; ${rows.length} match the filter`}. Click a row for its payload.`;
+    const head = ['Time (UTC)', 'Outcome', 'event_type', 'Event id', 'Data set'];
+    const cell = (label: string, ...children: (Node | string | null)[]) => h('td', { 'data-label': label }, ...children);
     replace(
       list,
       h(
         'table',
-        { 'data-testid': 'test-events-table' },
-        h('thead', null, h('tr', null, ['Time (UTC)', 'Outcome', 'event_type', 'Event id', 'Data set'].map((c) => h('th', null, c)))),
+        { 'data-testid': 'test-events-table', class: 'stack' },
+        h('thead', null, h('tr', null, head.map((c) => h('th', null, c)))),
         h(
           'tbody',
           null,
@@ -121,15 +157,16 @@ export function testEventsPage(): Page {
                 class: `selectable outcome-${e.outcome}${key === selected ? ' selected' : ''}`,
                 'data-testid': 'test-event-row',
                 'data-event-id': e.event_id ?? '',
+                'data-request-id': e.request_id,
                 'data-outcome': e.outcome,
                 'aria-selected': key === selected ? 'true' : 'false',
                 tabindex: '0',
               },
-              h('td', null, nowrap(fmt.time(e.at))),
-              h('td', null, h('span', { class: `pill ${e.outcome === 'accepted' ? 'good' : 'bad'}` }, e.outcome), e.error ? h('div', { class: 'error small' }, e.error) : null),
-              h('td', null, nowrap(e.event_type ?? '–')),
-              h('td', null, e.event_id ? h('code', null, e.event_id) : h('span', { class: 'muted' }, 'none')),
-              h('td', null, nowrap(e.data_set_id)),
+              cell(head[0]!, nowrap(fmt.time(e.at))),
+              cell(head[1]!, h('span', { class: pillClass(e) }, pillText(e)), e.error ? h('div', { class: 'error small' }, e.error) : null),
+              cell(e.outcome === 'failed' ? 'Request' : head[2]!, e.outcome === 'failed' ? h('code', { class: 'small' }, `${e.method} ${e.path}`) : nowrap(e.event_type ?? '–')),
+              cell(head[3]!, e.event_id ? h('code', null, e.event_id) : h('span', { class: 'muted' }, e.outcome === 'failed' ? 'none (whole request)' : 'none')),
+              cell(head[4]!, e.data_set_id ? nowrap(e.data_set_id) : h('span', { class: 'muted' }, 'unknown')),
             );
             const choose = () => {
               selected = selected === key ? null : key;
@@ -206,7 +243,7 @@ export function testEventsPage(): Page {
       for (const e of data.events) known.add(keyOf(e));
       if (shown.length === 0 && waiting.length === 0 && fresh.length === 0) {
         laidOut = false;
-        replace(body, h('p', { class: 'muted', 'data-testid': 'test-events-empty' }, 'Waiting for events… send one to this environment’s public port and it shows here within two seconds.'));
+        replace(body, h('p', { class: 'muted', 'data-testid': 'test-events-empty' }, 'Waiting for events… send one to this environment’s public port and it shows here within two seconds, refused or not.'));
         return;
       }
       if (!laidOut) layout();

@@ -7,7 +7,10 @@
  *   GET  /api/timeseries?window=1h&step=10s   the last hour's series (rates per second, percentiles in ms)
  *   GET  /api/data-sets                   data sets: keys (never secrets), grants, limits, policy, today's figures
  *   GET  /api/data-sets/:id               one data set: the above, 24 hourly points, live per-minute series, recent rejections
- *   GET  /api/test-events                 the test environment's last events and their outcome (production: none, with the reason)
+ *   GET  /api/test-events?outcome=&event_type=&since=&limit=
+ *                                         the test environment's last events with their outcome, and the
+ *                                         requests refused as a whole (outcome `failed`); production: none, with the reason
+ *   DELETE /api/test-events               empties that list (for a CI run: reset, send, assert)
  *   GET|POST|DELETE /api/session          the console's login with the admin token (session cookie)
  *
  * Access: the admin app's onRequest hook (admin-app.ts) guards every route but the static shell
@@ -23,7 +26,7 @@ import type { DataSetRecord, KeyRecord } from '../control/control-plane.js';
 import type { ConsumerLag } from '../consumer/consumer-lag.js';
 import { isoOrNull, parseDurationMs } from '../control/duration.js';
 import type { StatsDocument } from '../analytics/hourly.js';
-import { LIVE_WINDOW_MS, type LiveStore } from '../observability/live-stats.js';
+import { LIVE_WINDOW_MS, type LiveStore, type TestEventEntry } from '../observability/live-stats.js';
 import type { AdminAuthGate } from './admin-guard.js';
 import type { DiskMonitor } from '../lifecycle/disk-usage.js';
 
@@ -38,6 +41,8 @@ export interface ConsoleDeps {
   readonly processes: () => number;
   /** Disk usage (lifecycle/disk-usage.ts): free space, bytes per store, a data set's view records. */
   readonly disk?: Pick<DiskMonitor, 'usage' | 'dataSet'>;
+  /** The other environment of this data dir: its admin port (the real one while it runs, else its default). */
+  readonly otherEnvironment?: () => { env: string; running: boolean; admin_port: number; admin_host: string | null };
   /** Where the built console lives (default: dist/console next to dist/src). */
   readonly assetsDir?: string;
 }
@@ -349,16 +354,62 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
     };
   });
 
-  app.get<{ Querystring: { limit?: string } }>('/api/test-events', async (request) => {
-    if (deps.env !== 'test') {
-      return {
-        env: deps.env,
-        available: false,
-        reason: 'the production console never shows event contents: open the console of the test environment (serve --env test, admin port 9465)',
-        events: [],
-      };
-    }
-    const limit = Math.min(200, Math.max(1, Number(request.query.limit) || 200));
-    return { env: deps.env, available: true, events: deps.live.testEvents(limit) };
+  const notTestEnvironment = () => {
+    const other = deps.otherEnvironment?.();
+    const where = other === undefined
+      ? 'serve --env test'
+      : other.running
+        ? `running, admin port ${other.admin_port}: http://${other.admin_host === '0.0.0.0' || other.admin_host === '::' || !other.admin_host ? '127.0.0.1' : other.admin_host}:${other.admin_port}/console/`
+        : `serve --env test; its admin port will be ${other.admin_port} unless --admin-port says otherwise`;
+    return {
+      env: deps.env,
+      available: false,
+      reason: `the production console never shows event contents: open the console of the test environment (${where})`,
+    };
+  };
+
+  app.get<{ Querystring: { limit?: string; outcome?: string; event_type?: string; since?: string } }>('/api/test-events', async (request, reply) => {
+    const filter = parseTestEventFilter(request.query);
+    if (typeof filter === 'string') return reply.code(400).send({ error: filter });
+    if (deps.env !== 'test') return { ...notTestEnvironment(), events: [] };
+    return { env: deps.env, available: true, events: deps.live.testEvents(filter) };
   });
+
+  app.delete('/api/test-events', async () => {
+    if (deps.env !== 'test') return { ...notTestEnvironment(), removed: 0 };
+    return { env: deps.env, available: true, removed: deps.live.resetTestEvents() };
+  });
+}
+
+const OUTCOMES: ReadonlySet<string> = new Set(['accepted', 'rejected', 'failed']);
+/** At most what the store keeps (test events and unauthenticated failures). */
+export const MAX_TEST_EVENTS_LISTED = 250;
+
+/** The query of GET /api/test-events, or the 400's message. */
+function parseTestEventFilter(query: { limit?: string; outcome?: string; event_type?: string; since?: string }) {
+  let limit = MAX_TEST_EVENTS_LISTED;
+  if (query.limit !== undefined) {
+    const n = Number(query.limit);
+    if (!Number.isInteger(n) || n < 1 || n > MAX_TEST_EVENTS_LISTED) return `limit must be an integer from 1 to ${MAX_TEST_EVENTS_LISTED}`;
+    limit = n;
+  }
+  let outcomes: Set<TestEventEntry['outcome']> | undefined;
+  if (query.outcome !== undefined && query.outcome !== '' && query.outcome !== 'all') {
+    const names = query.outcome.split(',').map((o) => o.trim());
+    const wrong = names.find((o) => !OUTCOMES.has(o));
+    if (wrong !== undefined) return `unknown outcome "${wrong.slice(0, 40)}": use accepted, rejected or failed (comma-separated), or all`;
+    outcomes = new Set(names as TestEventEntry['outcome'][]);
+  }
+  let sinceMs: number | undefined;
+  if (query.since !== undefined && query.since !== '') {
+    // An ISO 8601 time, or milliseconds since the epoch (an entry's `at`).
+    sinceMs = /^\d+$/.test(query.since) ? Number(query.since) : Date.parse(query.since);
+    if (!Number.isFinite(sinceMs)) return 'since must be an ISO 8601 time or milliseconds since the epoch';
+  }
+  return {
+    limit,
+    ...(outcomes ? { outcomes } : {}),
+    ...(query.event_type !== undefined && query.event_type !== '' ? { eventType: query.event_type } : {}),
+    ...(sinceMs !== undefined ? { sinceMs } : {}),
+  };
 }

@@ -5,10 +5,12 @@
  *
  * `events` (the accepted events as queued) and `rejectedEvents` (as received) are passed only when
  * `wantsEvents` is true, which the service sets for `--env test` alone: the production console
- * never shows event contents.
+ * never shows event contents. `requestFailed` is called, under the same condition, for a request
+ * answered as a whole with an error (observability/request-failure.ts says what is kept of it).
  */
 import type { EventPolicyMeta } from '../validation/event-check.js';
 import type { RejectionReason } from '../observability/service-metrics.js';
+import type { ObservedFailure } from '../observability/request-failure.js';
 
 export interface ObservedEventError {
   readonly index: number;
@@ -42,4 +44,6 @@ export interface IngestObserver {
   validated(request: ObservedRequest): void;
   /** An authenticated, authorized request of this data set was answered 429. */
   rateLimited(dataSetId: string, nowMs: number): void;
+  /** Only when `wantsEvents`: a request answered with a request-level error (4xx/5xx without per-event outcomes). */
+  requestFailed?(failure: ObservedFailure): void;
 }

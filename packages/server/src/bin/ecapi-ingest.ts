@@ -1,5 +1,16 @@
 #!/usr/bin/env node
-import { main } from '../cli/main.js';
+// The Node.js version is checked before anything else is loaded: the CLI's static imports reach the
+// native SQLite binding, which crashes an older Node (Segmentation fault) before any error could be
+// printed. Hence a dynamic import of the CLI after the check (issue 29).
+import { nodeVersionProblem } from './node-version.js';
+
+const problem = nodeVersionProblem(process.version, process.execPath);
+if (problem) {
+  process.stderr.write(`${problem}\n`);
+  process.exit(1);
+}
+
+const { main } = await import('../cli/main.js');
 
 // Everything the service creates in the data dir is private (0600 files, 0700 directories) whatever
 // the operator's umask: the explicit modes of fs/durable-files.ts cover our own files, this covers

@@ -35,6 +35,34 @@ export function parseIdentifier(text: string): string {
   return `${type}:${normalized}`;
 }
 
+/** The longest --actor (characters): a name, an e-mail address or a ticket reference, not a document. */
+export const MAX_ACTOR_CHARS = 200;
+/** Control characters (newline, ESC of terminal escape sequences, DEL, C1), format characters (bidi overrides, zero-width) and line/paragraph separators. */
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+const UNPRINTABLE_ALL = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+
+/**
+ * `--actor` as stored in the audit log: 1 to MAX_ACTOR_CHARS printable characters. A newline or an
+ * escape sequence would let an actor forge a line of `deletions` or rewrite the operator's terminal.
+ */
+export function parseActor(text: string): string {
+  const actor = text.trim();
+  if (actor === '') throw new CliError('invalid --actor: it is empty');
+  if ([...actor].length > MAX_ACTOR_CHARS) throw new CliError(`invalid --actor: at most ${MAX_ACTOR_CHARS} characters (got ${[...actor].length})`);
+  if (UNPRINTABLE.test(actor)) throw new CliError('invalid --actor: printable characters only (no control characters, line breaks, escape sequences or invisible formatting characters)');
+  return actor;
+}
+
+/**
+ * A stored text as one inert line of the text output: unprintable characters as \u{…} escapes, and
+ * cut after MAX_ACTOR_CHARS characters (rows stored before --actor was checked may hold anything).
+ */
+export function printable(text: string): string {
+  const chars = [...text];
+  const cut = chars.length > MAX_ACTOR_CHARS ? `${chars.slice(0, MAX_ACTOR_CHARS).join('')}…(${chars.length - MAX_ACTOR_CHARS} more characters)` : text;
+  return cut.replace(UNPRINTABLE_ALL, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
+}
+
 export function deletionJson(r: DeletionRequest) {
   return {
     request_id: r.id,
@@ -64,7 +92,7 @@ function deletionText(r: DeletionRequest): string {
 
 const defaultActor = () => {
   try {
-    return `cli:${userInfo().username}`;
+    return printable(`cli:${userInfo().username}`);
   } catch {
     return 'cli';
   }
@@ -79,16 +107,19 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
 
   const submit = (dataSetId: string, kind: DeletionKind, target: string, opts: { suppress?: boolean; wait: boolean | string; actor?: string }) =>
     ctx.withStorage(async (storage: Storage, g) => {
+      const actor = opts.actor !== undefined ? parseActor(opts.actor) : defaultActor();
       const waitMs = opts.wait === false ? 0 : parseDurationMs(opts.wait === true ? '60s' : opts.wait, { max: 86_400_000, what: 'the wait' });
       if (!(await storage.controlPlane().listDataSets()).some((d) => d.id === dataSetId)) throw new CliError(`unknown data set "${dataSetId}"`);
       const store = storage.lifecycle().store;
       // Everything queued up to now is erased; later events are new ones (unless suppressed).
       const boundSeq = (await storage.queueReader().lag(Date.now())).queue_last_seq;
-      let request = await store.request({ dataSetId, kind, target, suppress: opts.suppress ?? false, boundSeq, actor: opts.actor ?? defaultActor() });
+      let request = await store.request({ dataSetId, kind, target, suppress: opts.suppress ?? false, boundSeq, actor });
       const deadline = Date.now() + waitMs;
       while (request.state !== 'done' && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 200));
-        request = (await store.get(request.id))!;
+        const now = await store.get(request.id);
+        if (!now) throw new CliError(`deletion request ${request.id} is no longer in the lifecycle store (was the data dir restored or its disk full?)`);
+        request = now;
       }
       ctx.out(g.json ? JSON.stringify(deletionJson(request)) : deletionText(request));
       if (request.state !== 'done') ctx.setExitCode(PENDING_EXIT_CODE);
@@ -103,7 +134,7 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
     .option('--identifier <type:value>', 'an identifier of the person, like email:<sha256 hex>, phone:<sha256 hex>, cid:<id>, uid:<id>, ifa:<id>')
     .option('--identity-key <key>', 'the identity key (ik_…) instead of an identifier')
     .option('--suppress', 'also drop future events carrying any of the identity\'s identifiers before the merged view (counted)', false)
-    .option('--actor <who>', 'who asked, for the audit log (default cli:<user>)')
+    .option('--actor <who>', 'who asked, for the audit log: up to 200 printable characters (default cli:<user>)')
     .addOption(waitOption())
     .option('--no-wait', 'return at once; the worker carries the request out')
     .action((dataSetId: string, opts: { identifier?: string; identityKey?: string; suppress: boolean; actor?: string; wait: boolean | string }) => {
@@ -116,7 +147,7 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
   group('events')
     .command('delete <data_set_id> <id>')
     .description('delete one event: its merged record and the queue\'s copies (audited)')
-    .option('--actor <who>', 'who asked, for the audit log (default cli:<user>)')
+    .option('--actor <who>', 'who asked, for the audit log: up to 200 printable characters (default cli:<user>)')
     .addOption(waitOption())
     .option('--no-wait', 'return at once; the worker carries the request out')
     .action((dataSetId: string, id: string, opts: { actor?: string; wait: boolean | string }) => {
@@ -132,7 +163,8 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
       ctx.withStorage(async (storage, g) => {
         const rows = (await storage.lifecycle().store.audit(dataSetId)).map(deletionJson);
         if (g.json) ctx.out(JSON.stringify(rows));
-        else for (const r of rows) ctx.out(`${r.request_id}\t${r.requested_at}\t${r.actor}\t${r.kind}\t${r.data_set_id}\t${r.state}\t${JSON.stringify(r.result)}`);
+        // JSON escapes by itself; the text output escapes what a row may hold (an actor stored before it was checked).
+        else for (const r of rows) ctx.out(`${r.request_id}\t${r.requested_at}\t${printable(r.actor)}\t${r.kind}\t${r.data_set_id}\t${r.state}\t${JSON.stringify(r.result)}`);
       }),
     );
 }

@@ -26,6 +26,7 @@ import { registerSendCommand } from './send-command.js';
 import { registerServeCommand } from './serve-command.js';
 import { registerViewCommands } from './view-commands.js';
 import { registerLifecycleCommands } from './lifecycle-commands.js';
+import { diskFullMessage, isDiskFull } from './storage-health.js';
 
 /** The version of this package (dist/src/cli/main.js -> packages/server/package.json). */
 const VERSION = (createRequire(import.meta.url)('../../../package.json') as { version: string }).version;
@@ -72,10 +73,17 @@ export function buildProgram(io: CliIo = processIo): CliProgram {
     .addOption(new Option('--master-key-file <path>', 'read the master key from this file (a mounted secret) instead of <data-dir>/master.key').env('ECAPI_MASTER_KEY_FILE'))
     .option('--json', 'print one JSON document', false)
     .exitOverride()
+    // commander's "(Did you mean send?)" for a mistyped command or option (on by default; inherited
+    // by every subcommand). It comes as a second line: kept, on the one line an error may take.
+    .showSuggestionAfterError(true)
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
-      outputError: (text, write) => write(text.split('\n')[0]!.trim() + '\n'),
+      outputError: (text, write) => {
+        const [first, ...rest] = text.split('\n').map((line) => line.trim());
+        const suggestion = rest.find((line) => /^\(Did you mean .*\?\)$/.test(line));
+        write(`${first}${suggestion ? ` ${suggestion}` : ''}\n`);
+      },
     });
 
   const globals = (): GlobalOptions => {
@@ -135,7 +143,9 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     if (error instanceof CommanderError) {
       return error.exitCode === 0 ? 0 : 2;
     }
-    const message = error instanceof Error ? error.message : String(error);
+    // A full disk, whichever store met it, is said as such (not as a library's SQLITE_FULL or a null read).
+    const where = cli.program.opts<{ dataDir: string; databaseUrl?: string }>();
+    const message = isDiskFull(error) ? diskFullMessage({ dataDir: resolve(where.dataDir), databaseUrl: where.databaseUrl }, error) : error instanceof Error ? error.message : String(error);
     io.stderr.write(`error: ${message.split('\n')[0]}\n`);
     return error instanceof CliError ? error.exitCode : 1;
   }

@@ -12,7 +12,7 @@ import { availableParallelism } from 'node:os';
 import { DEFAULT_PORTS, type ServeConfig } from '../config.js';
 import { parseDurationMs } from '../control/duration.js';
 import { consoleUrl, demoBanner } from '../demo.js';
-import { decodeWorkerConfig, WORKER_CONFIG_ENV } from '../cluster/cluster-messages.js';
+import { decodeWorkerConfig, WORKER_CONFIG_ENV, type WorkerMessage } from '../cluster/cluster-messages.js';
 import { defaultServingProcesses } from '../cluster/default-serving-processes.js';
 import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js';
 import { startConsumerSupervisor, type ConsumerSupervisor } from '../consumer/consumer-supervisor.js';
@@ -59,11 +59,16 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         // nor by the primary of serve --workers N, which only supervises).
         const { runWorker } = await import('../cluster/node-worker.js');
         const service = await runWorker(decodeWorkerConfig(ctx.io.env[WORKER_CONFIG_ENV]!)).catch((error: Error) => {
-          // Tell the operator once (the primary reports the failed start), then leave: the IPC
-          // channel to the primary would otherwise keep this process alive.
-          ctx.io.stderr.write(`error: worker ${process.pid}: ${error.message}\n`);
+          // The primary reports the failed start, with this line, as the one line `serve` exits
+          // with; then leave: the IPC channel to the primary would otherwise keep this process alive.
           if (process.env.ECAPI_DEBUG_STACK) ctx.io.stderr.write(`${error.stack}\n`);
-          process.exit(1);
+          const failed: WorkerMessage = { type: 'ecapi:start-failed', message: error.message };
+          if (process.connected) process.send!(failed, () => process.exit(1));
+          else {
+            ctx.io.stderr.write(`error: worker ${process.pid}: ${error.message}\n`);
+            process.exit(1);
+          }
+          return new Promise<never>(() => undefined);
         });
         ctx.keepAlive(new Promise<void>((resolveDone) => {
           // After a clean close, leave the cluster: the IPC channel alone would keep the process alive.

@@ -11,11 +11,13 @@ import { runViewWorker } from '../view-worker.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
+import { parseIdentifier } from './lifecycle-commands.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError, writeWithBackpressure } from './cli-io.js';
 import { parseDurationMs } from '../control/duration.js';
 import type { CliContext } from './cli-context.js';
 import { requireDataSet } from './known-data-set.js';
+import { diskIsFull, ecapiProcessAlive, formatBytes, freeSpace } from './storage-health.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -126,19 +128,36 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         const now = Date.now();
         const lag = await reader.lag(now);
         const beat = await reader.view().lastHeartbeat(VIEW_CONSUMER);
-        const running = beat !== null && beat.at > 0 && now - beat.at < 10_000;
+        const fresh = beat !== null && beat.at > 0 && now - beat.at < 10_000;
+        // A heartbeat that stopped without a clean stop (at = 0) whose process is alive (embedded
+        // profile: the consumer runs on this machine) is a consumer that cannot write: on a full
+        // disk, say so rather than "not running" (issue 29).
+        const stalled = !fresh && beat !== null && beat.at > 0 && g.databaseUrl === undefined && ecapiProcessAlive(beat.pid);
+        const running = fresh || stalled;
+        const space = g.databaseUrl === undefined ? freeSpace(g.dataDir) : null;
+        const full = space !== null && diskIsFull(space);
+        const problem = stalled
+          ? `its heartbeat stopped ${Math.round((now - beat!.at) / 1000)} s ago: it cannot write to the view` +
+            (full ? `: the data dir's disk is full (${formatBytes(space!.free)} free on ${g.dataDir})` : ' (see its log)')
+          : full
+            ? `the data dir's disk is full (${formatBytes(space!.free)} free on ${g.dataDir}): the consumer cannot apply events and ingestion answers 500 until space is freed`
+            : null;
         const json = {
           consumer: VIEW_CONSUMER,
           running,
+          stalled,
           pid: running ? beat!.pid : null,
           heartbeat_at: beat && beat.at > 0 ? iso(beat.at) : null,
           ...lag,
+          ...(space ? { data_dir_free_bytes: space.free } : {}),
+          problem,
         };
         if (g.json) return void ctx.out(JSON.stringify(json));
         ctx.out(
-          `consumer ${json.consumer}: ${running ? `running (pid ${json.pid})` : 'not running'}\n` +
+          `consumer ${json.consumer}: ${stalled ? `running (pid ${json.pid}) but stalled` : running ? `running (pid ${json.pid})` : 'not running'}\n` +
             `next seq ${lag.next_seq}, queue last seq ${lag.queue_last_seq}\n` +
-            `lag: ${lag.lag_records} record(s), ${lag.lag_seconds} s`,
+            `lag: ${lag.lag_records} record(s), ${lag.lag_seconds} s` +
+            (problem ? `\nproblem: ${problem}` : ''),
         );
       }),
     );
@@ -149,12 +168,24 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
     .command('get <data_set_id> <id>')
     .description('print the merged record of an event id as JSON')
     .action((dataSetId: string, id: string) =>
-      withReader(async (reader) => {
-        const store = reader.view();
-        const record = await store.getRecord(dataSetId, recordKeyForId(id));
-        if (!record) throw new CliError(`no merged record for id "${id}" in data set ${dataSetId} (not sent, or not consumed yet)`);
-        ctx.out(JSON.stringify(await mergedRecordJson(store, record)));
-      }, dataSetId),
+      ctx.withStorage(async (storage) => {
+        await requireDataSet(storage, dataSetId);
+        const reader = new StatsReader(storage);
+        try {
+          const store = reader.view();
+          const record = await store.getRecord(dataSetId, recordKeyForId(id));
+          if (record) return void ctx.out(JSON.stringify(await mergedRecordJson(store, record)));
+          // Deleted? The lifecycle store keeps keyed digests of the ids a deletion removed, never the ids.
+          const deletion = await storage.lifecycle().store.deletedBy(dataSetId, id).catch(() => null);
+          if (deletion) {
+            const command = deletion.kind === 'delete_event' ? 'events delete' : 'identities forget';
+            throw new CliError(`no merged record for id "${id}" in data set ${dataSetId}: it was deleted by deletion request ${deletion.id} (${command}${deletion.doneAt !== null ? `, ${iso(deletion.doneAt)}` : ''})`);
+          }
+          throw new CliError(`no merged record for id "${id}" in data set ${dataSetId} (not sent, not consumed yet, or expired by the view retention)`);
+        } finally {
+          await reader.close();
+        }
+      }),
     );
   events
     .command('export')
@@ -176,12 +207,22 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
   // identities
   const identities = program.command('identities').description('read identities (events linked by shared identifiers)');
   identities
-    .command('get <data_set_id> <identity_key>')
-    .description('print an identity: its live key, identifiers and event count')
-    .action((dataSetId: string, identityKey: string) =>
-      withReader(async (reader) => {
-        const identity = await reader.view().getIdentity(dataSetId, identityKey);
-        if (!identity) throw new CliError(`no identity "${identityKey}" in data set ${dataSetId}`);
+    .command('get <data_set_id> [identity_key]')
+    .description('print an identity: its live key, identifiers and event count; by its key, or by one of its identifiers')
+    .option('--identifier <type:value>', 'look the identity up by an identifier, as `identities forget` takes it: email:<sha256 hex>, phone:<sha256 hex>, cid:<id>, uid:<id>, ifa:<id>')
+    .action((dataSetId: string, identityKey: string | undefined, opts: { identifier?: string }) => {
+      if ((identityKey === undefined) === (opts.identifier === undefined)) throw new CliError('give exactly one of <identity_key> and --identifier');
+      const identifier = opts.identifier === undefined ? undefined : parseIdentifier(opts.identifier);
+      return withReader(async (reader) => {
+        const view = reader.view();
+        let key = identityKey;
+        if (identifier !== undefined) {
+          key = (await view.identityOfIdentifier(dataSetId, identifier)) ?? undefined;
+          // The identifier itself is not echoed (it may be a digest of a person's email).
+          if (key === undefined) throw new CliError(`no identity with that ${identifier.slice(0, identifier.indexOf(':'))} identifier in data set ${dataSetId}`);
+        }
+        const identity = await view.getIdentity(dataSetId, key!);
+        if (!identity) throw new CliError(`no identity "${key}" in data set ${dataSetId}`);
         const json = {
           data_set_id: identity.dataSetId,
           identity_key: identity.identityKey,
@@ -196,8 +237,8 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
             `events: ${json.event_count}\nidentifiers (${json.identifiers.length}):\n` +
             json.identifiers.map((i) => `  ${i}`).join('\n'),
         );
-      }, dataSetId),
-    );
+      }, dataSetId);
+    });
 
   // stats
   program

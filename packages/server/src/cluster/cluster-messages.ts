@@ -22,7 +22,13 @@ export interface WorkerLive {
   readonly delta: LiveDelta;
 }
 
-export type WorkerMessage = WorkerListening | WorkerHealth | WorkerLive;
+/** A worker that could not start (a port it cannot bind, a bad certificate): the primary fails the start with this line. */
+export interface WorkerStartFailed {
+  readonly type: 'ecapi:start-failed';
+  readonly message: string;
+}
+
+export type WorkerMessage = WorkerListening | WorkerHealth | WorkerLive | WorkerStartFailed;
 
 export function encodeWorkerConfig(config: ServeConfig): string {
   return JSON.stringify(config);

@@ -19,6 +19,7 @@ import { StatsReader } from '../analytics/stats-reader.js';
 import { LiveStore } from '../observability/live-store.js';
 import { announceListening, buildNodeAdmin, closeOnce, openNode } from '../serving-node.js';
 import { DiskMonitor } from '../lifecycle/disk-usage.js';
+import { listenFailure } from '../http/listen-failure.js';
 import { encodeWorkerConfig, WORKER_CONFIG_ENV, type WorkerMessage } from './cluster-messages.js';
 
 export interface RunningNode {
@@ -46,6 +47,8 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   let stopping = false;
   let started = false;
   let startupFailure: ((error: Error) => void) | null = null;
+  /** What the first worker that failed to start said (its own line, passed over IPC). */
+  let workerFailure: string | null = null;
 
   const workerEnv = { [WORKER_CONFIG_ENV]: encodeWorkerConfig({ ...config, demo: false }) };
   const fork = (): Worker => {
@@ -60,6 +63,10 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
       const state = states.get(worker);
       if (!state) return;
       if (message.type === 'ecapi:listening') state.port = message.port;
+      if (message.type === 'ecapi:start-failed') {
+        workerFailure ??= message.message;
+        if (!started) startupFailure?.(new Error(workerFailure));
+      }
       if (message.type === 'ecapi:live') {
         liveStore.add(message.delta);
         return;
@@ -76,7 +83,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
       if (!started && !everListened) {
         // A worker that dies before it ever listened (port taken, bad certificate) would die again:
         // fail the start instead of forking forever.
-        startupFailure?.(new Error(`a worker exited (code ${code}, signal ${signal}) before listening; see its error above`));
+        startupFailure?.(new Error(workerFailure ?? `a worker exited (code ${code}, signal ${signal}) before listening`));
         return;
       }
       if (code === 0) {
@@ -116,29 +123,55 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
     disk,
   });
 
-  for (let i = 0; i < config.workers; i++) fork();
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('workers did not start within 30 s')), 30_000);
-    startupFailure = (error) => {
-      clearTimeout(timer);
-      cluster.off('message', check);
-      stopping = true;
-      for (const worker of states.keys()) worker.process.kill('SIGTERM');
-      reject(error);
-    };
-    const check = () => {
-      const all = [...states.values()];
-      if (all.length === config.workers && all.every((s) => s.port !== null)) {
+  /** Stops the workers (gracefully), then the admin port and the stores: on SIGTERM, and when the start fails. */
+  const release = async () => {
+    stopping = true;
+    await Promise.all(
+      [...states.keys()].map(
+        (worker) =>
+          new Promise<void>((resolve) => {
+            if (worker.isDead()) return resolve();
+            worker.once('exit', () => resolve());
+            worker.process.kill('SIGTERM');
+          }),
+      ),
+    );
+    await admin.close();
+    disk.stop();
+    await statsReader.close();
+    await storage.close();
+  };
+  // The admin port first: when it cannot be bound, no worker is started at all (issue 29). Readiness
+  // says "not ready" until every worker listens.
+  let adminPort: number;
+  let port: number;
+  try {
+    adminPort = await admin.listen().catch((error: unknown) => Promise.reject(listenFailure(error, config.adminHost, config.adminPort, 'admin port')));
+    for (let i = 0; i < config.workers; i++) fork();
+    port = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('workers did not start within 30 s')), 30_000);
+      startupFailure = (error) => {
         clearTimeout(timer);
         cluster.off('message', check);
-        started = true;
-        resolve(all[0]!.port!);
-      }
-    };
-    cluster.on('message', check);
-  });
-  const adminPort = await admin.listen();
-  announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, workers: config.workers });
+        reject(error);
+      };
+      const check = () => {
+        const all = [...states.values()];
+        if (all.length === config.workers && all.every((s) => s.port !== null)) {
+          clearTimeout(timer);
+          cluster.off('message', check);
+          started = true;
+          resolve(all[0]!.port!);
+        }
+      };
+      cluster.on('message', check);
+    });
+  } catch (error) {
+    await release().catch(() => undefined); // the start's error is the one to report
+    logger.flush();
+    throw error;
+  }
+  announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, workers: config.workers }, { config, port, adminPort });
 
   return {
     port,
@@ -147,21 +180,7 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
     demoKey,
     logger,
     close: closeOnce(async () => {
-      stopping = true;
-      await Promise.all(
-        [...states.keys()].map(
-          (worker) =>
-            new Promise<void>((resolve) => {
-              if (worker.isDead()) return resolve();
-              worker.once('exit', () => resolve());
-              worker.process.kill('SIGTERM');
-            }),
-        ),
-      );
-      await admin.close();
-      disk.stop();
-      await statsReader.close();
-      await storage.close();
+      await release();
       logger.info('ecapi-ingest stopped');
       logger.flush();
     }),

@@ -107,7 +107,18 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   });
 
   const logRequest = requestLineWriter(deps.logger);
-  const finish = (req: Request, res: Response, requestId: string, started: number, outcome: EventsOutcome | { status: number }, extraHeaders?: Record<string, string>): void => {
+  /** Test environment only: a request answered as a whole with an error, for the console (observability/request-failure.ts). */
+  const observeFailure = (req: Request, requestId: string, outcome: Partial<EventsOutcome> & { status: number }, requestBody: Buffer | undefined): void => {
+    const snapshot = deps.credentials();
+    const authenticated = outcome.keyId !== undefined && outcome.dataSetId !== undefined ? { keyId: outcome.keyId, dataSetId: outcome.dataSetId } : undefined;
+    deps.observer!.requestFailed!({
+      requestId, receivedAtMs: deps.now(), status: outcome.status, responseBody: outcome.body ?? '', errorCode: outcome.errorCode ?? null,
+      method: req.method ?? '', url: req.url ?? '', headers: req.headers,
+      ...(authenticated ? { authenticated, ...(requestBody ? { body: requestBody } : {}) } : {}),
+      knownKey: (id) => snapshot.keys.has(id), knownDataSet: (id) => snapshot.dataSets.has(id),
+    });
+  };
+  const finish = (req: Request, res: Response, requestId: string, started: number, outcome: EventsOutcome | { status: number }, extraHeaders?: Record<string, string>, requestBody?: Buffer): void => {
     const body = 'body' in outcome ? outcome.body : '';
     const headers = { ...(outcome as EventsOutcome).headers, ...extraHeaders };
     // HTTP/1.1: say so whenever this connection ends after the response (HTTP/2 forbids the header).
@@ -128,6 +139,10 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
       latency_ms: Math.round(latencyMs * 100) / 100,
       http: req.httpVersion,
     });
+    // A request-level error (per-event outcomes, rejected > 0, are reported by events-request.ts).
+    if (outcome.status >= 400 && (o.rejected ?? 0) === 0 && deps.observer?.wantsEvents && deps.observer.requestFailed) {
+      observeFailure(req, requestId, o as Partial<EventsOutcome> & { status: number }, requestBody);
+    }
   };
 
   server.on('request', (req: Request, res: Response) => {
@@ -256,7 +271,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
           if (outcome.status === 401) deps.failedAuth.recordFailure(address);
           // Past the HMAC (the key id is known only then): this connection's sender holds a secret.
           if (watch.untrusted && outcome.keyId !== undefined && connection !== undefined) trusted.add(connection);
-          finish(req, res, requestId, started, outcome);
+          finish(req, res, requestId, started, outcome, undefined, body);
         },
         (error: unknown) => {
           deps.logger.error({ request_id: requestId, err: { type: (error as Error)?.name, message: (error as Error)?.message } }, 'request failed');

@@ -77,7 +77,7 @@ export const deletionRequestOf = (r: DeletionRequestRow): DeletionRequest => ({
 });
 
 export interface LifecycleStore {
-  /** Digest of an identifier (or event id) of a data set under the store's key (identifier-digest.ts). */
+  /** Digest of a typed identifier of a data set under the store's key, in canonical form (identifier-digest.ts suppressionDigest). */
   digest(dataSetId: string, value: string): Promise<string>;
   request(input: NewDeletionRequest): Promise<DeletionRequest>;
   get(id: number): Promise<DeletionRequest | null>;
@@ -100,6 +100,13 @@ export interface LifecycleStore {
   suppress(dataSetId: string, digests: readonly string[], requestId: number): Promise<number>;
   /** Marks a request done with its counts and clears its target (the only clear identifier kept). */
   complete(id: number, result: DeletionResult): Promise<void>;
+  /**
+   * Notes that a request deleted these event ids' records, as keyed digests (eventDigest), so that
+   * `events get` can say a record was deleted without the ids being kept in clear (idempotent).
+   */
+  noteDeletedEvents(dataSetId: string, eventIds: readonly string[], requestId: number): Promise<void>;
+  /** The request that deleted an event id's record (a noted one, or an `events delete` of it), or null. */
+  deletedBy(dataSetId: string, eventId: string): Promise<DeletionRequest | null>;
   close(): Promise<void>;
 }
 
@@ -141,7 +148,8 @@ export interface ViewEraser {
   /**
    * Deletes the records of the identity (root and absorbed keys) first queued up to `boundSeq` among
    * the next `limit` records of the data set after `after` (a cursor: 0 to start), counted in the
-   * request's tally in the same transaction. Returns where to go on, or null at the end.
+   * request's tally in the same transaction. Returns where to go on, or null at the end, and the
+   * event ids of the records it deleted (for LifecycleStore.noteDeletedEvents).
    */
   deleteIdentityRecords(
     requestId: number,
@@ -150,7 +158,7 @@ export interface ViewEraser {
     boundSeq: number,
     after: number,
     limit: number,
-  ): Promise<{ next: number | null }>;
+  ): Promise<{ next: number | null; deletedEventIds?: string[] }>;
   /** Deletes an identity tree (nodes and links) once no record of it is left (else keeps it). */
   deleteIdentity(requestId: number, dataSetId: string, root: string): Promise<void>;
   /** What the request deleted so far, over every attempt (a worker killed mid-way included). */

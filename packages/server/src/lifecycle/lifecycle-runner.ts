@@ -159,6 +159,7 @@ export class LifecycleRunner {
       if (request.kind === 'delete_event') {
         const target = request.target!;
         if (eraser) await eraser.deleteRecord(id, dataSetId, recordKeyForId(target), boundSeq);
+        await this.#b.store.noteDeletedEvents(dataSetId, [target], id); // `events get` says it was deleted
         base = (event) => event.id === target;
       } else {
         const target = request.target!;
@@ -170,7 +171,9 @@ export class LifecycleRunner {
           let after: number | null = 0;
           while (after !== null) {
             await this.#step(request);
-            after = (await eraser.deleteIdentityRecords(id, dataSetId, { root, keys }, boundSeq, after, SCAN_BATCH)).next;
+            const step = await eraser.deleteIdentityRecords(id, dataSetId, { root, keys }, boundSeq, after, SCAN_BATCH);
+            await this.#b.store.noteDeletedEvents(dataSetId, step.deletedEventIds ?? [], id); // `events get` says it was deleted
+            after = step.next;
             await yieldLoop();
           }
         }

@@ -30,3 +30,13 @@ CREATE TABLE suppressions (
 );
 CREATE INDEX view_records_expiry ON view_records (data_set_id, last_received_at);
 `;
+
+/** Migration 5 (issue 29): digests of the event ids a deletion request deleted (`events get` says so). */
+export const DELETED_EVENTS_SQL = `
+CREATE TABLE deleted_events (
+  data_set_id text NOT NULL,
+  event_digest text NOT NULL,
+  request_id bigint NOT NULL,
+  PRIMARY KEY (data_set_id, event_digest)
+);
+`;

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
-import { identifierDigest } from './identifier-digest.js';
+import { eventDigest, identifierDigest, suppressionDigest, targetDigest } from './identifier-digest.js';
 import {
   deletionRequestOf,
   type DeletionRequest,
@@ -84,14 +84,14 @@ export class PostgresLifecycleStore implements LifecycleStore {
   }
 
   async digest(dataSetId: string, value: string): Promise<string> {
-    return identifierDigest(await this.#digestKey(), dataSetId, value);
+    return suppressionDigest(await this.#digestKey(), dataSetId, value);
   }
 
   async request(input: NewDeletionRequest): Promise<DeletionRequest> {
     const { rows } = await this.#pool.query<DeletionRequestRow>(
       `INSERT INTO deletion_requests (data_set_id, kind, target, target_digest, suppress, bound_seq, actor, requested_at, state)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending') RETURNING *`,
-      [input.dataSetId, input.kind, input.target, await this.digest(input.dataSetId, input.target), input.suppress, input.boundSeq, input.actor, input.nowMs ?? Date.now()],
+      [input.dataSetId, input.kind, input.target, targetDigest(await this.#digestKey(), input.dataSetId, input.kind, input.target), input.suppress, input.boundSeq, input.actor, input.nowMs ?? Date.now()],
     );
     return requestOf(rows[0]!);
   }
@@ -188,6 +188,27 @@ export class PostgresLifecycleStore implements LifecycleStore {
     // makes their space reusable now rather than at autovacuum's pace (docs/SECURITY.md says what
     // it does not do: overwrite the bytes, or reach the WAL and backups).
     await this.#pool.query('VACUUM deletion_requests');
+  }
+
+  async noteDeletedEvents(dataSetId: string, eventIds: readonly string[], requestId: number): Promise<void> {
+    if (eventIds.length === 0) return;
+    const key = await this.#digestKey();
+    await this.#pool.query(
+      `INSERT INTO deleted_events (data_set_id, event_digest, request_id) SELECT $1, d, $3 FROM unnest($2::text[]) AS d ON CONFLICT DO NOTHING`,
+      [dataSetId, eventIds.map((id) => eventDigest(key, dataSetId, id)), requestId],
+    );
+  }
+
+  async deletedBy(dataSetId: string, eventId: string): Promise<DeletionRequest | null> {
+    const key = await this.#digestKey();
+    const { rows } = await this.#pool.query<DeletionRequestRow>(
+      `(SELECT r.* FROM deleted_events d JOIN deletion_requests r ON r.id = d.request_id WHERE d.data_set_id = $1 AND d.event_digest = $2)
+       UNION ALL
+       (SELECT * FROM deletion_requests WHERE data_set_id = $1 AND kind = 'delete_event' AND target_digest = $3 AND state = 'done')
+       LIMIT 1`,
+      [dataSetId, eventDigest(key, dataSetId, eventId), identifierDigest(key, dataSetId, eventId)],
+    );
+    return rows[0] ? requestOf(rows[0]) : null;
   }
 
   async close(): Promise<void> {

@@ -136,14 +136,14 @@ export class PostgresViewEraser implements ViewEraser {
     boundSeq: number,
     after: number,
     limit: number,
-  ): Promise<{ next: number | null }> {
+  ): Promise<{ next: number | null; deletedEventIds: string[] }> {
     return inTransaction(this.#pool, async (db) => {
-      const { rows } = await db.query<{ first_seq: string | null; n: string; gone: { last_seq: string; event_id: string | null }[] | null }>(
+      const { rows } = await db.query<{ first_seq: string | null; n: string; gone: { last_seq: string; event_id: string | null; record_key: string }[] | null }>(
         `WITH page AS (SELECT record_key, identity_key, first_seq FROM view_records WHERE data_set_id = $1 AND first_seq > $2 AND first_seq <= $5 ORDER BY first_seq LIMIT $3),
               gone AS (DELETE FROM view_records v USING page p WHERE v.data_set_id = $1 AND v.record_key = p.record_key AND p.identity_key = ANY($4::text[])
-                       RETURNING v.last_seq, v.event_id)
+                       RETURNING v.last_seq, v.event_id, v.record_key)
          SELECT (SELECT max(first_seq) FROM page) AS first_seq, (SELECT count(*) FROM page) AS n,
-                (SELECT json_agg(json_build_object('last_seq', last_seq, 'event_id', event_id)) FROM gone) AS gone`,
+                (SELECT json_agg(json_build_object('last_seq', last_seq, 'event_id', event_id, 'record_key', record_key)) FROM gone) AS gone`,
         [dataSetId, after, limit, [...identity.keys], boundSeq],
       );
       const row = rows[0]!;
@@ -157,7 +157,8 @@ export class PostgresViewEraser implements ViewEraser {
           straddlers: straddlers.map((g) => g.event_id!),
         });
       }
-      return { next: Number(row.n) < limit || row.first_seq === null ? null : Number(row.first_seq) };
+      const deletedEventIds = gone.filter((g) => g.record_key.startsWith('id:')).map((g) => g.record_key.slice(3));
+      return { next: Number(row.n) < limit || row.first_seq === null ? null : Number(row.first_seq), deletedEventIds };
     });
   }
 

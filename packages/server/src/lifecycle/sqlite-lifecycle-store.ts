@@ -21,7 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { prepareDatabaseFile } from '../fs/durable-files.js';
 import { ownerIsDead, SELF_OWNER } from './claim-owner.js';
-import { identifierDigest } from './identifier-digest.js';
+import { eventDigest, identifierDigest, suppressionDigest, targetDigest } from './identifier-digest.js';
 import { truncateWal } from '../fs/wal-truncation.js';
 import {
   deletionRequestOf,
@@ -57,6 +57,12 @@ CREATE TABLE IF NOT EXISTS deletion_requests (
   claimed_until INTEGER
 );
 CREATE INDEX IF NOT EXISTS deletion_requests_pending ON deletion_requests (state) WHERE state = 'pending';
+CREATE TABLE IF NOT EXISTS deleted_events (
+  data_set_id TEXT NOT NULL,
+  event_digest TEXT NOT NULL,
+  request_id INTEGER NOT NULL,
+  PRIMARY KEY (data_set_id, event_digest)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS suppressions (
   data_set_id TEXT NOT NULL,
   digest TEXT NOT NULL,
@@ -97,17 +103,20 @@ export class SqliteLifecycleStore implements LifecycleStore {
   }
 
   async digest(dataSetId: string, value: string): Promise<string> {
-    return identifierDigest(this.#key, dataSetId, value);
+    return suppressionDigest(this.#key, dataSetId, value);
   }
 
   async request(input: NewDeletionRequest): Promise<DeletionRequest> {
-    const row = this.#db
+    // all(), not get(): get() stops at the RETURNING row, and the statement's commit then runs when
+    // it is reset, where an error (SQLITE_FULL on a full disk) is not reported: the request was
+    // returned but never stored (issue 29).
+    const [row] = this.#db
       .prepare(
         `INSERT INTO deletion_requests (data_set_id, kind, target, target_digest, suppress, bound_seq, actor, requested_at, state)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING *`,
       )
-      .get(input.dataSetId, input.kind, input.target, identifierDigest(this.#key, input.dataSetId, input.target), input.suppress ? 1 : 0, input.boundSeq, input.actor, input.nowMs ?? Date.now()) as DeletionRequestRow;
-    return deletionRequestOf(row);
+      .all(input.dataSetId, input.kind, input.target, targetDigest(this.#key, input.dataSetId, input.kind, input.target), input.suppress ? 1 : 0, input.boundSeq, input.actor, input.nowMs ?? Date.now()) as DeletionRequestRow[];
+    return deletionRequestOf(row!);
   }
 
   async get(id: number): Promise<DeletionRequest | null> {
@@ -161,6 +170,26 @@ export class SqliteLifecycleStore implements LifecycleStore {
     // The WAL still holds the page with the target in clear: copy it back and truncate the WAL now
     // (retried while a reader, such as the waiting CLI, holds an older snapshot).
     await truncateWal(this.#db);
+  }
+
+  async noteDeletedEvents(dataSetId: string, eventIds: readonly string[], requestId: number): Promise<void> {
+    if (eventIds.length === 0) return;
+    this.#db.transaction(() => {
+      const insert = this.#db.prepare('INSERT OR IGNORE INTO deleted_events (data_set_id, event_digest, request_id) VALUES (?, ?, ?)');
+      for (const id of eventIds) insert.run(dataSetId, eventDigest(this.#key, dataSetId, id), requestId);
+    }).immediate();
+  }
+
+  async deletedBy(dataSetId: string, eventId: string): Promise<DeletionRequest | null> {
+    const row = (this.#db
+      .prepare(
+        `SELECT r.* FROM deleted_events d JOIN deletion_requests r ON r.id = d.request_id WHERE d.data_set_id = ? AND d.event_digest = ?
+         UNION ALL
+         SELECT * FROM deletion_requests WHERE data_set_id = ? AND kind = 'delete_event' AND target_digest = ? AND state = 'done'
+         LIMIT 1`,
+      )
+      .get(dataSetId, eventDigest(this.#key, dataSetId, eventId), dataSetId, identifierDigest(this.#key, dataSetId, eventId)) ?? null) as DeletionRequestRow | null;
+    return row ? deletionRequestOf(row) : null;
   }
 
   async close(): Promise<void> {

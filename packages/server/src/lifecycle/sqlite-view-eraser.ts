@@ -199,11 +199,12 @@ export class SqliteViewEraser implements ViewEraser {
     boundSeq: number,
     afterRowid: number,
     limit: number,
-  ): Promise<{ next: number | null }> {
+  ): Promise<{ next: number | null; deletedEventIds: string[] }> {
     // The page is read without the write lock; only the deletes take it. A record that changed
     // identity meanwhile is still one of the identity's (its keys only grow by absorbing others).
     const rows = this.#s.recordPage.all(afterRowid, dataSetId, limit) as RecordIdentityRow[];
     const doomed = rows.filter((row) => row.identity_key !== null && identity.keys.has(row.identity_key) && row.first_seq <= boundSeq);
+    const deletedEventIds: string[] = [];
     for (let i = 0; i < doomed.length; i += DELETE_CHUNK) {
       const chunk = doomed.slice(i, i + DELETE_CHUNK);
       this.#durably(() =>
@@ -215,6 +216,7 @@ export class SqliteViewEraser implements ViewEraser {
             const gone = this.#s.deleteRecordOf.get(row.rowid, dataSetId, row.record_key, boundSeq) as { last_seq: number; event_id: string | null } | undefined;
             if (!gone) continue;
             counts.records++;
+            if (row.record_key.startsWith('id:')) deletedEventIds.push(row.record_key.slice(3));
             if (gone.last_seq > boundSeq && gone.event_id !== null) {
               straddlers.push(gone.event_id);
               maxSeq = Math.max(maxSeq, gone.last_seq);
@@ -228,7 +230,7 @@ export class SqliteViewEraser implements ViewEraser {
       // Let the WAL start over between chunks rather than grow by the whole deletion.
       checkpointPassive(this.#db);
     }
-    return { next: rows.length < limit ? null : rows[rows.length - 1]!.rowid };
+    return { next: rows.length < limit ? null : rows[rows.length - 1]!.rowid, deletedEventIds };
   }
 
   async deleteIdentity(requestId: number, dataSetId: string, root: string): Promise<void> {

@@ -1,9 +1,10 @@
 /**
  * The suppression list held by a consumer: digests by data set, and the key they were made with.
- * A record is suppressed when the digest of any of its identifiers is listed for its data set; data
- * sets without suppressions cost one Map lookup per record.
+ * A record is suppressed when the digest of any of its identifiers, in canonical form
+ * (identifier-digest.ts: a SHA-256 hash whichever field carries it, a UUID however it is spelled),
+ * is listed for its data set; data sets without suppressions cost one Map lookup per record.
  */
-import { identifierDigest } from './identifier-digest.js';
+import { canonicalIdentifier, identifierDigest } from './identifier-digest.js';
 
 export class SuppressionSet {
   #key: Buffer | null = null;
@@ -26,7 +27,13 @@ export class SuppressionSet {
   suppressed(dataSetId: string, identifiers: readonly string[]): boolean {
     const set = this.#byDataSet.get(dataSetId);
     if (!set || identifiers.length === 0 || !this.#key) return false;
-    for (const identifier of identifiers) if (set.has(identifierDigest(this.#key, dataSetId, identifier))) return true;
+    const seen = new Set<string>();
+    for (const identifier of identifiers) {
+      const canonical = canonicalIdentifier(identifier);
+      if (seen.has(canonical)) continue; // the same hash in two fields: one digest
+      seen.add(canonical);
+      if (set.has(identifierDigest(this.#key, dataSetId, canonical))) return true;
+    }
     return false;
   }
 }

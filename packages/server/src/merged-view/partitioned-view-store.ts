@@ -55,6 +55,10 @@ export class PartitionedViewStore implements ViewStore {
     return this.#of(dataSetId).getIdentity(dataSetId, identityKey);
   }
 
+  identityOfIdentifier(dataSetId: string, identifier: string): Promise<string | null> {
+    return this.#of(dataSetId).identityOfIdentifier(dataSetId, identifier);
+  }
+
   exportRecords(dataSetId: string, sinceMs: number, onPage: (records: MergedRecord[]) => void | Promise<void>): Promise<void> {
     return this.#of(dataSetId).exportRecords(dataSetId, sinceMs, onPage);
   }

@@ -212,6 +212,14 @@ export class PostgresViewStore implements ViewStore {
     return rows[0].parent ?? rows[0].identity_key;
   }
 
+  async identityOfIdentifier(dataSetId: string, identifier: string): Promise<string | null> {
+    const { rows } = await this.#pool.query<{ identity_key: string }>(
+      'SELECT identity_key FROM identity_identifiers WHERE data_set_id = $1 AND identifier = $2',
+      [dataSetId, identifier],
+    );
+    return rows[0]?.identity_key ?? null;
+  }
+
   async getIdentity(dataSetId: string, identityKey: string): Promise<IdentityView | null> {
     return inTransaction(
       this.#pool,

@@ -315,6 +315,11 @@ export class SqliteViewStore implements ViewStore {
     return row.parent ?? row.identity_key;
   }
 
+  async identityOfIdentifier(dataSetId: string, identifier: string): Promise<string | null> {
+    const rows = this.#s.links.all(dataSetId, JSON.stringify([identifier])) as { identity_key: string }[];
+    return rows[0]?.identity_key ?? null;
+  }
+
   async getIdentity(dataSetId: string, identityKey: string): Promise<IdentityView | null> {
     // One read transaction, so the tree and the links are seen at one point in time.
     const read = this.#db.transaction((): IdentityView | null => {

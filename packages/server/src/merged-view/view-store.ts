@@ -115,6 +115,8 @@ export interface ViewStore {
   /** Root identity key of `identityKey`, or null when unknown. */
   resolveIdentity(dataSetId: string, identityKey: string): Promise<string | null>;
   getIdentity(dataSetId: string, identityKey: string): Promise<IdentityView | null>;
+  /** The identity key an identifier (`type:value`, normalized) links to, or null (`identities get --identifier`). */
+  identityOfIdentifier(dataSetId: string, identifier: string): Promise<string | null>;
   /** Records whose last_received_at >= sinceMs, in order of first arrival, page by page. */
   exportRecords(dataSetId: string, sinceMs: number, onPage: (records: MergedRecord[]) => void | Promise<void>): Promise<void>;
   /** Merged-view counter rows of a data set from the hour `sinceHourMs` on. */

@@ -5,14 +5,17 @@
  * `IngestObserver` it also collects what Prometheus labels must not carry: per-data-set counts,
  * the most recent rejection messages (index, event id, stored message; never a body), and, in the
  * test environment only, every event with its outcome and a masked copy for display
- * (event-display.ts). Everything it holds is bounded per second and handed over by `collect()`.
+ * (event-display.ts), and every request answered with a request-level error (request-failure.ts;
+ * those that did not authenticate in a list of their own). Everything it holds is bounded per
+ * second and handed over by `collect()`.
  */
 import type { ServiceMetrics } from './service-metrics.js';
 import type { IngestObserver, ObservedRequest } from '../analytics/ingest-observer.js';
-import { eventForDisplay, rejectedEventForDisplay } from './event-display.js';
+import { displayedEventId, eventForDisplay, eventIdForDisplay, rejectedEventForDisplay } from './event-display.js';
+import { requestFailureEntry, type ObservedFailure } from './request-failure.js';
 import {
-  emptyDataSet, MAX_REJECTIONS_PER_DATA_SET, MAX_TEST_EVENTS,
-  type CumulativeHistogram, type DataSetDelta, type LiveDelta, type RejectionEntry, type TestEventEntry,
+  emptyDataSet, MAX_REJECTIONS_PER_DATA_SET, MAX_TEST_EVENTS, MAX_UNAUTHENTICATED_FAILURES,
+  type CumulativeHistogram, type DataSetDelta, type LiveDelta, type RejectionEntry, type RequestFailureEntry, type TestEventEntry,
 } from './live-delta.js';
 
 const SECOND = 1000;
@@ -32,6 +35,7 @@ export class LiveRecorder implements IngestObserver {
   #dataSets = new Map<string, DataSetDelta>();
   #rejections: RejectionEntry[] = [];
   #testEvents: TestEventEntry[] = [];
+  #unauthenticated: RequestFailureEntry[] = [];
 
   constructor(metrics: ServiceMetrics, options: { testEnvironment: boolean }) {
     this.#metrics = metrics;
@@ -52,7 +56,7 @@ export class LiveRecorder implements IngestObserver {
     for (const { reason } of request.errors) entry.reasons[reason] = (entry.reasons[reason] ?? 0) + 1;
     // Keep only what can be shown: the newest few per second.
     for (const error of request.errors.slice(-MAX_REJECTIONS_PER_DATA_SET)) {
-      this.#rejections.push({ at: request.receivedAtMs, data_set_id: request.dataSetId, request_id: request.requestId, index: error.index, event_id: error.event_id, error: error.error });
+      this.#rejections.push({ at: request.receivedAtMs, data_set_id: request.dataSetId, request_id: request.requestId, index: error.index, event_id: displayedEventId(error.event_id), error: error.error });
     }
     if (this.#rejections.length > 4 * MAX_REJECTIONS_PER_DATA_SET) this.#rejections = this.#rejections.slice(-MAX_REJECTIONS_PER_DATA_SET * 2);
     if (this.wantsEvents) this.#recordTestEvents(request);
@@ -73,7 +77,7 @@ export class LiveRecorder implements IngestObserver {
         if (index < from) continue;
         const error = request.errors[errorAt]!;
         const raw = rejectedEvents[errorAt];
-        this.#testEvents.push({ ...base, index, event_id: error.event_id, event_type: eventTypeOf(raw), outcome: 'rejected', error: error.error, ...rejectedEventForDisplay(raw) });
+        this.#testEvents.push({ ...base, index, event_id: eventIdForDisplay(raw, error.event_id), event_type: eventTypeOf(raw), outcome: 'rejected', error: error.error, ...rejectedEventForDisplay(raw) });
         continue;
       }
       const event = events[position++];
@@ -81,13 +85,25 @@ export class LiveRecorder implements IngestObserver {
       this.#testEvents.push({
         ...base,
         index,
-        event_id: typeof event?.id === 'string' ? event.id : null,
+        event_id: event ? eventIdForDisplay(event) : null,
         event_type: eventTypeOf(event),
         outcome: 'accepted',
         ...(event ? eventForDisplay(event) : {}),
       });
     }
     if (this.#testEvents.length > MAX_TEST_EVENTS) this.#testEvents = this.#testEvents.slice(-MAX_TEST_EVENTS);
+  }
+
+  requestFailed(failure: ObservedFailure): void {
+    if (!this.wantsEvents) return;
+    const entry = requestFailureEntry(failure);
+    if (entry.authenticated) {
+      this.#testEvents.push(entry);
+      if (this.#testEvents.length > MAX_TEST_EVENTS) this.#testEvents = this.#testEvents.slice(-MAX_TEST_EVENTS);
+    } else {
+      this.#unauthenticated.push(entry);
+      if (this.#unauthenticated.length > MAX_UNAUTHENTICATED_FAILURES) this.#unauthenticated.shift();
+    }
   }
 
   rateLimited(dataSetId: string): void {
@@ -157,10 +173,12 @@ export class LiveRecorder implements IngestObserver {
       data_sets: Object.fromEntries(this.#dataSets),
       rejections: this.#rejections,
       test_events: this.#testEvents,
+      unauthenticated_failures: this.#unauthenticated,
     };
     this.#dataSets = new Map();
     this.#rejections = [];
     this.#testEvents = [];
+    this.#unauthenticated = [];
     return delta;
   }
 }

@@ -2,14 +2,23 @@
  * The admin side of the console's live figures (see live-stats.ts): `LiveStore` sums the serving
  * processes' one-second deltas into ring buffers (one-second buckets for the node, one-minute
  * buckets per data set, both one hour deep), keeps the last rejections per data set and, in the
- * test environment, the last events, and answers the console API's queries.
+ * test environment, the last events and request-level failures, and answers the console API's
+ * queries.
+ *
+ * Test environment (issue 31): two lists, each bounded. `#testEvents` holds what signed senders
+ * caused (per-event outcomes, and request-level failures of requests whose HMAC verified), the
+ * newest MAX_TEST_EVENTS; `#unauthenticated` holds request-level failures before authentication,
+ * a fixed ring of MAX_UNAUTHENTICATED_FAILURES whose entries have every field cut to a bound
+ * (request-failure.ts), so unauthenticated traffic can neither grow memory nor push a signed
+ * sender's entries out. `resetTestEvents()` empties both and drops whatever a serving process
+ * still reports from before the reset (entries are stamped when their request was received).
  *
  * Series cover the whole window, but a bucket that ended before the store started is `null`, not
  * 0: nobody was counting then, and a chart must draw a gap there rather than an hour of zeros.
  */
 import {
-  emptyDataSet, LIVE_WINDOW_MS, MAX_DATA_SETS, MAX_REJECTIONS_PER_DATA_SET, MAX_TEST_EVENTS,
-  type DataSetDelta, type LiveDelta, type RejectionEntry, type TestEventEntry,
+  emptyDataSet, LIVE_WINDOW_MS, MAX_DATA_SETS, MAX_REJECTIONS_PER_DATA_SET, MAX_TEST_EVENTS, MAX_UNAUTHENTICATED_FAILURES,
+  type DataSetDelta, type LiveDelta, type RejectionEntry, type RequestFailureEntry, type TestEventEntry,
 } from './live-delta.js';
 
 const SECOND = 1000;
@@ -119,6 +128,9 @@ export class LiveStore {
   readonly #rejections = new Map<string, RejectionEntry[]>();
   readonly #rateLimitedTotal = new Map<string, number>();
   #testEvents: TestEventEntry[] = [];
+  #unauthenticated: RequestFailureEntry[] = [];
+  /** Entries received before this are dropped (the last reset). */
+  #resetAt = 0;
   /** Serving process → when it last reported, and when it last served a request. */
   readonly #processes = new Map<number, { seen: number; traffic: number }>();
   #latencyBounds: number[] = [];
@@ -177,9 +189,15 @@ export class LiveStore {
     }
     // Test events are kept only by a test-environment store, whatever a process sends.
     if (this.env === 'test' && delta.test_events.length > 0) {
-      this.#testEvents.push(...delta.test_events);
+      this.#testEvents.push(...delta.test_events.filter((e) => e.at >= this.#resetAt));
       if (this.#testEvents.length > MAX_TEST_EVENTS) this.#testEvents = this.#testEvents.slice(-MAX_TEST_EVENTS);
       this.#testEvents.sort((a, b) => a.at - b.at);
+    }
+    const failures = delta.unauthenticated_failures ?? [];
+    if (this.env === 'test' && failures.length > 0) {
+      for (const f of failures.slice(-MAX_UNAUTHENTICATED_FAILURES)) if (f.at >= this.#resetAt) this.#unauthenticated.push(f);
+      if (this.#unauthenticated.length > MAX_UNAUTHENTICATED_FAILURES) this.#unauthenticated = this.#unauthenticated.slice(-MAX_UNAUTHENTICATED_FAILURES);
+      this.#unauthenticated.sort((a, b) => a.at - b.at);
     }
   }
 
@@ -331,8 +349,39 @@ export class LiveStore {
     };
   }
 
-  /** The test environment's last events, newest first; empty in production. */
-  testEvents(limit = MAX_TEST_EVENTS): TestEventEntry[] {
-    return this.#testEvents.slice(-limit).reverse();
+  /**
+   * The test environment's last events and request-level failures, newest first, filtered; empty
+   * in production. `outcomes`: which of accepted, rejected, failed (all when empty); `eventType`:
+   * only events of that type (request-level failures have none); `sinceMs`: received at or after.
+   */
+  testEvents(filter: TestEventFilter = {}): TestEventEntry[] {
+    const { outcomes, eventType, sinceMs, limit = MAX_TEST_EVENTS + MAX_UNAUTHENTICATED_FAILURES } = filter;
+    // Newest first; within one request (same `at`) the last event first, as the lists were appended.
+    const all: TestEventEntry[] = [...this.#testEvents, ...this.#unauthenticated].reverse().sort((a, b) => b.at - a.at);
+    const out: TestEventEntry[] = [];
+    for (const e of all) {
+      if (out.length >= limit) break;
+      if (outcomes && outcomes.size > 0 && !outcomes.has(e.outcome)) continue;
+      if (eventType !== undefined && e.event_type !== eventType) continue;
+      if (sinceMs !== undefined && e.at < sinceMs) continue;
+      out.push(e);
+    }
+    return out;
   }
+
+  /** Empties the test environment's lists; entries received before `nowMs` that arrive later are dropped too. Returns how many were removed. */
+  resetTestEvents(nowMs = Date.now()): number {
+    const removed = this.#testEvents.length + this.#unauthenticated.length;
+    this.#testEvents = [];
+    this.#unauthenticated = [];
+    this.#resetAt = nowMs;
+    return removed;
+  }
+}
+
+export interface TestEventFilter {
+  readonly outcomes?: ReadonlySet<TestEventEntry['outcome']>;
+  readonly eventType?: string;
+  readonly sinceMs?: number;
+  readonly limit?: number;
 }

@@ -2,7 +2,7 @@
  * Versioned schema migrations of the PostgreSQL profile. Append only: a released migration is never
  * edited; a change is a new entry. `migrate()` (database.ts) applies what is missing, in order.
  */
-import { LIFECYCLE_SCHEMA_SQL } from '../lifecycle/postgres-lifecycle-schema.js';
+import { DELETED_EVENTS_SQL, LIFECYCLE_SCHEMA_SQL } from '../lifecycle/postgres-lifecycle-schema.js';
 
 export interface Migration {
   readonly version: number;
@@ -233,4 +233,6 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 3, name: 'accepted counts per data set and hour, written by the queue commit', sql: acceptedCounts },
   // Issue 23: deletion requests, suppressions, the audit log, and the index view retention reads.
   { version: 4, name: 'data lifecycle: deletion requests, suppressions, view expiry index', sql: LIFECYCLE_SCHEMA_SQL },
+  // Issue 29: which event ids a deletion request deleted, as keyed digests (`events get` says so).
+  { version: 5, name: 'data lifecycle: digests of deleted event ids', sql: DELETED_EVENTS_SQL },
 ];

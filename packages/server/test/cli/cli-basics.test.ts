@@ -19,6 +19,23 @@ test('--version prints the package version and exits 0', async () => {
   }
 });
 
+test('a mistyped command or option gets commander\'s suggestion, on the one line of the error (issue 31)', async () => {
+  const dataDir = tempDataDir();
+  const cases: [string[], string][] = [
+    [['sned'], "error: unknown command 'sned' (Did you mean send?)\n"],
+    [['key', 'crate'], "error: unknown command 'crate' (Did you mean create?)\n"],
+    [['data-set', 'list', '--jsno'], "error: unknown option '--jsno' (Did you mean --json?)\n"],
+    [['identities', 'get', 'shop', '--identifer', 'email:x'], "error: unknown option '--identifer' (Did you mean --identifier?)\n"],
+  ];
+  for (const [args, stderr] of cases) {
+    const result = await cli(dataDir, args);
+    assert.equal(result.code, 2, `${args.join(' ')}: a usage error`);
+    assert.equal(result.stderr, stderr);
+  }
+  // Nothing close: no suggestion.
+  assert.equal((await cli(dataDir, ['zzzzzz'])).stderr, "error: unknown command 'zzzzzz'\n");
+});
+
 test('an unknown data set is an error in every command that reads one', async () => {
   const dataDir = tempDataDir();
   await cliJson(dataDir, ['data-set', 'create', 'known']);

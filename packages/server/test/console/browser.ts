@@ -114,3 +114,40 @@ export async function noSidewaysScroll(page: Page, what: string): Promise<void> 
   const { scrollWidth, clientWidth } = await page.locator('html').evaluate((root) => ({ scrollWidth: root.scrollWidth, clientWidth: root.clientWidth }));
   assert.ok(scrollWidth <= clientWidth, `${what}: page ${scrollWidth} px wide in a ${clientWidth} px viewport`);
 }
+
+/**
+ * Every element matching `selector` is shown whole on a narrow screen: it has a box, every line of
+ * its text lies inside the viewport, it is not clipped (scrollWidth <= clientWidth for block boxes),
+ * and no scrolling container around it hides part of it sideways. Returns how many were checked.
+ */
+export async function shownWhole(page: Page, selector: string, what: string): Promise<number> {
+  const problems = await page.locator(selector).evaluateAll((elements) => {
+    const out: string[] = [];
+    if (elements.length === 0) return { count: 0, out };
+    const doc = elements[0]!.ownerDocument;
+    const width = doc.documentElement.clientWidth;
+    const getComputedStyle = (el: (typeof elements)[number]) => doc.defaultView!.getComputedStyle(el);
+    for (const el of elements) {
+      const name = `${el.tagName.toLowerCase()} "${(el.textContent ?? '').slice(0, 40)}"`;
+      const box = el.getBoundingClientRect();
+      if (box.width === 0 || box.height === 0) out.push(`${name}: not visible`);
+      const range = el.ownerDocument.createRange();
+      range.selectNodeContents(el);
+      for (const r of range.getClientRects()) {
+        if (r.width > 0 && (r.left < -0.5 || r.right > width + 0.5)) out.push(`${name}: text from ${Math.round(r.left)} to ${Math.round(r.right)} px outside 0–${width}`);
+      }
+      if (getComputedStyle(el).display !== 'inline' && el.scrollWidth > el.clientWidth + 1) out.push(`${name}: clipped (${el.scrollWidth} > ${el.clientWidth} px)`);
+      if (getComputedStyle(el).textOverflow === 'ellipsis') out.push(`${name}: cut with an ellipsis`);
+      for (let up = el.parentElement; up; up = up.parentElement) {
+        if (up.scrollWidth > up.clientWidth + 1 && getComputedStyle(up).overflowX !== 'visible') {
+          out.push(`${name}: inside a ${up.tagName.toLowerCase()}.${up.className} that scrolls sideways (${up.scrollWidth} > ${up.clientWidth} px)`);
+          break;
+        }
+      }
+    }
+    return { count: elements.length, out };
+  });
+  assert.ok(problems.count > 0, `${what}: nothing matches ${selector}`);
+  assert.deepEqual(problems.out, [], `${what} at ${JSON.stringify(page.viewportSize())}`);
+  return problems.count;
+}

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cliJson, provision, startServer, tempDataDir } from '../helpers/server-process.js';
 import { postSigned, sampleEvent } from '../helpers/https-client.js';
-import { cardNumber, chromiumSkip, eventually, eventuallyEqual, launchBrowser, lineCounts, noSidewaysScroll, openPage, screenshot } from './browser.js';
+import { cardNumber, chromiumSkip, eventually, eventuallyEqual, launchBrowser, lineCounts, noSidewaysScroll, openPage, screenshot, shownWhole } from './browser.js';
 
 const skip = chromiumSkip();
 const HASH = 'b4c9a289323b21a01c3e940f150eb9b8c542587f1abfd8f0e1cc1ffc5e475514';
@@ -150,6 +150,14 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
       const lines = await lineCounts(page, selector);
       assert.ok(lines.every((n) => n === 1), `${selector} on one line at 390 px: ${JSON.stringify(lines)}`);
     }
+    // What identifies a problem stays in sight (issue 31 point 6): each rejection's event id and
+    // error, and the per-hour reasons, wrapped rather than cut or scrolled out of the panel.
+    for (const [selector, what] of [
+      ['[data-testid="recent-rejections"] tbody td:nth-child(4) code', 'recent rejections: event ids'],
+      ['[data-testid="recent-rejections"] tbody td:nth-child(5)', 'recent rejections: errors'],
+      ['[data-testid="recent-rejections"] tbody td:nth-child(1)', 'recent rejections: times'],
+      ['[data-testid="rejections-hourly"] tbody ul.reasons li', 'per-hour rejection reasons'],
+    ] as const) await shownWhole(page, selector, what);
     await screenshot(page, 'data-set-390');
     await page.click('nav a[data-nav="overview"]');
     await page.locator('[data-testid="chart-events"] canvas').waitFor();
@@ -159,6 +167,9 @@ test('overview, data sets and data set pages follow real traffic (--workers 1)',
     await page.click('nav a[data-nav="data-sets"]');
     await page.locator('[data-testid="data-sets-table"]').waitFor();
     await noSidewaysScroll(page, 'data sets');
+    await shownWhole(page, '[data-testid="data-sets-table"] ul.keys code', 'data sets: key ids');
+    await shownWhole(page, '[data-testid="data-sets-table"] tbody td:nth-child(3) code', 'data sets: grants');
+    await screenshot(page, 'data-sets-390');
     const dated = await lineCounts(page, '[data-testid="data-sets-table"] .nowrap');
     assert.ok(dated.length >= 4 && dated.every((n) => n === 1), `creation times on one line at 390 px: ${JSON.stringify(dated)}`);
     await page.setViewportSize({ width: 1440, height: 1000 });

@@ -65,6 +65,16 @@ test('serve runs the consumer: merged records, identities, stats on the CLI and 
     const identity = await cliJson(dataDir, ['identities', 'get', 'shop', record.identity_key]);
     assert.equal(identity.event_count, 2);
     assert.deepEqual(identity.identifiers, [`email:${A}`, `phone:${P}`]);
+    // The same identity looked up by one of its identifiers, as `identities forget` takes one (upper-case hex normalized).
+    assert.deepEqual(await cliJson(dataDir, ['identities', 'get', 'shop', '--identifier', `email:${A.toUpperCase()}`]), identity);
+    // The phone links to the identity merged into it: the same live identity, through that key.
+    const byPhone = await cliJson(dataDir, ['identities', 'get', 'shop', '--identifier', `phone:${P}`]);
+    assert.deepEqual({ ...byPhone, requested_key: identity.requested_key }, identity);
+    const unknown = await cli(dataDir, ['identities', 'get', 'shop', '--identifier', `email:${sha('nobody@example.com')}`]);
+    assert.equal(unknown.code, 1);
+    assert.equal(unknown.stderr, 'error: no identity with that email identifier in data set shop\n');
+    assert.equal((await cli(dataDir, ['identities', 'get', 'shop', '--identifier', 'email:not-a-digest'])).code, 1);
+    assert.equal((await cli(dataDir, ['identities', 'get', 'shop'])).stderr, 'error: give exactly one of <identity_key> and --identifier\n');
 
     const stats = await waitFor('ingest stats', async () => {
       const s = await cliJson(dataDir, ['stats', 'shop', '--since', '1h']);

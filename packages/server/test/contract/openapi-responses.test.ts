@@ -286,6 +286,12 @@ describe('admin port', () => {
     const bad = await admin('GET', '/api/timeseries?window=3h');
     assert.equal(bad.status, 400);
     conforms('/api/timeseries', 'get', bad);
+    const badFilter = await admin('GET', '/api/test-events?outcome=good');
+    assert.equal(badFilter.status, 400);
+    conforms('/api/test-events', 'get', badFilter);
+    const reset = await admin('DELETE', '/api/test-events');
+    assert.equal(reset.status, 200, reset.text);
+    conforms('/api/test-events', 'delete', reset);
     const one = await admin('GET', `/api/data-sets/${DS}`);
     assert.equal(one.status, 200, one.text);
     conforms('/api/data-sets/{id}', 'get', one);

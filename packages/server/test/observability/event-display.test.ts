@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { eventForDisplay, MAX_EVENT_CHARS, rejectedEventForDisplay } from '../../src/observability/event-display.js';
+import { displayedEventId, eventForDisplay, eventIdForDisplay, MAX_EVENT_CHARS, rejectedEventForDisplay } from '../../src/observability/event-display.js';
 
 const HASH = 'b4c9a289323b21a01c3e940f150eb9b8c542587f1abfd8f0e1cc1ffc5e475514';
 
@@ -54,4 +54,24 @@ test('a rejected event that is not an object is masked too; a large one is not k
 test('an accepted event (as queued) keeps everything but the non-digest strings of user_data', () => {
   const shown = eventForDisplay({ id: 'e', user_data: { email_address: [HASH], event_user_agent: 'Mozilla/5.0' }, properties: { page_url: 'https://x.test/' } }).event as Record<string, any>;
   assert.deepEqual(shown, { id: 'e', user_data: { email_address: [HASH], event_user_agent: '‹not shown: 11 characters›' }, properties: { page_url: 'https://x.test/' } });
+});
+
+test('identifiers are masked wherever they appear: a user_data value repeated elsewhere, an email or + phone as the id (issue 29)', () => {
+  const accepted = {
+    id: 'jo@example.com',
+    event_type: 'purchase',
+    user_data: { email_address: [HASH], event_ip_address: '203.0.113.9', event_user_agent: 'Mozilla/5.0 (X11)' },
+    properties: { client_ip: '203.0.113.9', note: 'mail jo@example.com', items: [{ name: 'Shoe', price: 10 }] },
+  };
+  const text = JSON.stringify(eventForDisplay(accepted).event);
+  for (const secret of ['jo@example.com', '203.0.113.9', 'Mozilla']) assert.ok(!text.includes(secret), `${secret} masked: ${text}`);
+  assert.ok(text.includes('Shoe') && text.includes(HASH), text);
+  assert.equal(eventIdForDisplay(accepted), '‹not shown: 14 characters›');
+  // The same in a rejected event; its id repeating its plain customer id.
+  const rejected = { id: 'C-4411', user_data: { customer_identifier: 'c-4411' } };
+  assert.equal((rejectedEventForDisplay(rejected).event as { id: string }).id, '‹not shown: 6 characters›');
+  assert.equal(eventIdForDisplay(rejected), '‹not shown: 6 characters›');
+  // Shapes: + phone numbers masked; ids of digits alone, UUIDs and short values kept.
+  assert.equal(displayedEventId('+44 20 7946 0958'), '‹not shown: 16 characters›');
+  for (const id of ['1700000000123', '3f1c2a9e-8b1d-4c2e-9f0a-1b2c3d4e5f60', 'order-17', null]) assert.equal(displayedEventId(id), id);
 });
