@@ -75,6 +75,7 @@ export class LifecycleRunner {
   #lastRetention = Number.NEGATIVE_INFINITY;
   #stopping = false;
   #spaceWarnedFor = new Set<number>();
+  readonly #waitReason = new Map<number, string>();
   /** View erasers whose WAL still holds pages of records retention deleted (truncated at every tick until done). */
   readonly #walDirty = new Set<ViewEraser>();
 
@@ -89,8 +90,14 @@ export class LifecycleRunner {
     for (const request of await this.#b.store.pending()) {
       if (this.#stopping) return;
       if (request.suppress) await this.#suppressEarly(request);
-      if (!(await this.#b.applied(request.dataSetId, request.boundSeq))) continue; // not everything it must delete is in the view yet
-      if (!(await this.#b.store.claim(request.id, CLAIM_MS))) continue; // another live worker carries it out
+      if (!(await this.#b.applied(request.dataSetId, request.boundSeq))) {
+        this.#waiting(request, 'the consumer has not applied the queue up to the request yet');
+        continue; // not everything it must delete is in the view yet
+      }
+      if (!(await this.#b.store.claim(request.id, CLAIM_MS))) {
+        this.#waiting(request, 'another live worker carries it out');
+        continue;
+      }
       try {
         await this.#carryOut(request);
       } catch (error) {
@@ -114,6 +121,13 @@ export class LifecycleRunner {
       await this.tick().catch((error: Error) => this.#o.logger.error({ err: { message: error.message } }, 'data lifecycle round failed'));
       await Promise.race([stopped, new Promise((r) => setTimeout(r, everyMs).unref())]);
     }
+  }
+
+  /** Why a pending request waits, logged once per reason (counts and ids only). */
+  #waiting(request: DeletionRequest, reason: string): void {
+    if (this.#waitReason.get(request.id) === reason) return;
+    this.#waitReason.set(request.id, reason);
+    this.#o.logger.info({ request_id: request.id, data_set_id: request.dataSetId, reason }, 'deletion request waiting');
   }
 
   /** The requested identifier is suppressed at once (its identity's other identifiers once resolved). */
@@ -224,6 +238,7 @@ export class LifecycleRunner {
     if (!(await this.#b.queue.truncate())) throw new Error('the queue WAL could not be truncated yet (busy); the request is finished next round');
     await this.#b.store.complete(id, result);
     this.#spaceWarnedFor.delete(id);
+    this.#waitReason.delete(id);
     // Counts only: never the target, an identifier or a digest.
     this.#o.logger.info({ request_id: id, data_set_id: dataSetId, kind: request.kind, ...result }, 'deletion request done');
   }
