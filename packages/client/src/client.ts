@@ -11,9 +11,20 @@
  *    keep-alive connection pool (undici);
  * 4. follows the spec's retry guidance (see retry.ts) and returns one result per input event
  *    (send-result.ts).
+ *
+ * track(event) prepares one event the same way and hands it to the background batcher
+ * (batcher.ts: batches by count, bytes and time, bounded memory, drop-newest on overflow), which
+ * sends each batch through the same delivery path; flush() waits for what was tracked, close()
+ * flushes and then releases the connection pool.
+ *
+ * The base URL is checked before anything is sent (base-url.ts: https:// only, not ending in
+ * /v1/events); failures that a different URL or option would fix carry the URL tried and the
+ * option to change (failure-advice.ts). A connection refused before the service ever answered this
+ * client is a request-level failure (nothing listens there: a wrong port, a service not started),
+ * not retried; once the service has answered, a refusal is a restart and is retried.
  */
 import { Agent, type Dispatcher } from 'undici';
-import { EVENTS_PATH, HEADER_DATA_SET, HEADER_KEY_ID, HEADER_REQUEST_ID, HEADER_SIGNATURE, eventErrorOf, signBody } from './protocol.js';
+import { HEADER_DATA_SET, HEADER_KEY_ID, HEADER_REQUEST_ID, HEADER_SIGNATURE, eventErrorOf, signBody } from './protocol.js';
 import { buildBody, packLimits, type PlannedRequest } from './pack.js';
 import {
   DEFAULT_BACKOFF,
@@ -28,13 +39,16 @@ import {
   type BackoffOptions,
 } from './retry.js';
 import { refusalOf, type DeliveryFailure, type Rejection } from './send-errors.js';
+import { parseBaseUrl } from './base-url.js';
+import { isConnectionRefused, withAdvice } from './failure-advice.js';
+import { Batcher, type BatchingOptions, type TrackResult, type TrackStats } from './batcher.js';
 import { isPlainObject, prepareEvents, type EventInput, type PlaintextEventInput, type PrepareOptions, type PreparedEvents } from './prepare-events.js';
 import type { EventResult, RetryInfo, SendProgress, SendResult } from './send-result.js';
 
 export const CLIENT_VERSION = '0.1.0';
 
-export interface ClientOptions extends PrepareOptions {
-  /** Base URL of the service, like `https://ingest.example.com` (the client POSTs to `<baseUrl>/v1/events`). */
+export interface ClientOptions extends PrepareOptions, BatchingOptions {
+  /** Base URL of the service, like `https://ingest.example.com` or `https://127.0.0.1:8443` (the client POSTs to `<baseUrl>/v1/events`); https:// only. */
   readonly baseUrl: string;
   readonly keyId: string;
   /** The shared secret, exactly as issued. */
@@ -93,14 +107,15 @@ function headerValue(headers: Record<string, string | string[] | undefined>, nam
 /** setTimeout, kept within its 32-bit range (a longer delay would fire after 1 ms). */
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.min(ms, MAX_TIMER_MS)));
 
-function isLoopback(hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '[::1]' || hostname === '::1' || /^127\./.test(hostname);
-}
-
 export class Client {
   readonly #options: ClientOptions;
   readonly #origin: string;
   readonly #path: string;
+  readonly #eventsUrl: string;
+  readonly #batcher: Batcher;
+  /** Set once the service has answered a request of this client (a later refused connection is a restart). */
+  #reached = false;
+  #closing: Promise<void> | undefined;
   readonly #dispatcher: Dispatcher;
   readonly #ownsDispatcher: boolean;
   readonly #backoff: BackoffOptions;
@@ -112,14 +127,18 @@ export class Client {
     for (const name of ['baseUrl', 'keyId', 'secret', 'dataSetId'] as const) {
       if (typeof options[name] !== 'string' || options[name] === '') throw new TypeError(`Client: ${name} is required`);
     }
-    const url = new URL(options.baseUrl);
-    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(url.hostname))) {
-      throw new TypeError('Client: baseUrl must be an https:// URL (plain http is allowed for loopback test servers only)');
+    let base;
+    try {
+      base = parseBaseUrl(options.baseUrl);
+    } catch (error) {
+      throw new TypeError(`Client: ${(error as Error).message}`);
     }
     this.#options = options;
-    this.#origin = url.origin;
-    this.#path = url.pathname.replace(/\/+$/, '') + EVENTS_PATH;
-    packLimits({ maxEvents: options.maxEventsPerRequest, maxBytes: options.maxBodyBytes });
+    this.#origin = base.origin;
+    this.#path = base.path;
+    this.#eventsUrl = base.eventsUrl;
+    const limits = packLimits({ maxEvents: options.maxEventsPerRequest, maxBytes: options.maxBodyBytes });
+    this.#batcher = new Batcher(options, limits, (event) => this.#prepareOne(event), (prep, n) => this.#run(prep, n));
     const concurrency = options.concurrency ?? 4;
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError('Client: concurrency must be a positive integer');
     this.#backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
@@ -148,21 +167,65 @@ export class Client {
     return this.#options.dataSetId;
   }
 
-  /** Closes the client's connection pool (not a dispatcher passed in). */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    if (this.#ownsDispatcher) await this.#dispatcher.close();
+  /**
+   * Sends what track() holds (flush()), then closes the client's connection pool (not a dispatcher
+   * passed in). track() and send() throw afterwards.
+   */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#closed = true;
+      await this.#batcher.flush();
+      this.#batcher.stop();
+      if (this.#ownsDispatcher) await this.#dispatcher.close();
+    })();
+    return this.#closing;
+  }
+
+  /** close() under the name analytics libraries use. */
+  closeAndFlush(): Promise<void> {
+    return this.close();
+  }
+
+  /**
+   * Queues one event for background sending (batched by count, bytes and time; see batcher.ts) and
+   * returns at once: `queued` (with its id), `rejected` (local validation, with the service's
+   * message) or `dropped` (the queue is full: drop-newest, onDrop is called). Outcomes of sent
+   * batches reach onBatch and stats().
+   */
+  track(event: EventInput | PlaintextEventInput): TrackResult {
+    if (this.#closed) throw new Error('Client is closed');
+    return this.#batcher.track(event);
+  }
+
+  /** Sends every tracked event now; resolves once all tracked before the call have settled. */
+  flush(): Promise<TrackStats> {
+    return this.#batcher.flush();
+  }
+
+  /** Counts of tracked events: held now, accepted, rejected, undeliverable, dropped. */
+  stats(): TrackStats {
+    return this.#batcher.stats();
+  }
+
+  #prepareOne(event: unknown): ReturnType<ConstructorParameters<typeof Batcher>[2]> {
+    const prep = prepareEvents([event as EventInput], this.#options);
+    const rejected = prep.rejected[0];
+    if (rejected) return { ok: false, id: rejected.id, error: rejected.error };
+    return { ok: true, json: prep.serialized[0]!, event: prep.prepared[0]!, id: prep.ids[0] ?? null };
   }
 
   /** Sends events; resolves with a result per event (never rejects for a per-event or HTTP failure). */
   async send(events: ReadonlyArray<EventInput | PlaintextEventInput>): Promise<SendResult> {
     if (this.#closed) throw new Error('Client is closed');
+    return this.#run(prepareEvents(events, this.#options), events.length);
+  }
+
+  /** Delivers prepared events (send(), and each batch of track()). */
+  async #run(prep: PreparedEvents, count: number): Promise<SendResult> {
     const started = Date.now();
     const o = this.#options;
-    const prep = prepareEvents(events, o);
-    const results: (EventResult | undefined)[] = new Array(events.length);
-    const totals = { total: events.length, accepted: 0, rejected: 0, undeliverable: 0, requests: 0, retries: 0 };
+    const results: (EventResult | undefined)[] = new Array(count);
+    const totals = { total: count, accepted: 0, rejected: 0, undeliverable: 0, requests: 0, retries: 0 };
     const record = (result: EventResult) => {
       results[result.index] = result;
       totals[result.status] += 1;
@@ -253,7 +316,11 @@ export class Client {
         responseHeaders = response.headers;
         text = await response.body.text();
       } catch (error) {
-        const failure = networkFailure(error);
+        // Nothing listening, before the service ever answered: a wrong URL or port, not a restart.
+        if (!this.#reached && isConnectionRefused(error)) {
+          return stop(withAdvice({ code: 'CONNECTION_REFUSED', message: `connection refused at ${this.#origin} (ECONNREFUSED)`, httpStatus: null, errorCode: 'ECONNREFUSED' }, this.#eventsUrl));
+        }
+        const failure = withAdvice(networkFailure(error), this.#eventsUrl);
         if (!isRetryableNetworkError(error)) return stop(failure);
         if (retries >= maxRetries) return undeliverable(failure);
         const delayMs = backoffDelayMs(retries, this.#backoff, this.#random);
@@ -265,6 +332,7 @@ export class Client {
         continue;
       }
 
+      this.#reached = true;
       const requestId = headerValue(responseHeaders, HEADER_REQUEST_ID);
       const parsed = parseJson(text);
       const kind = classifyStatus(status);
@@ -322,7 +390,7 @@ export class Client {
         return;
       }
       // Credentials, a missing grant or a wrong URL fail every request the same way: stop sending.
-      if (status === 401 || status === 403 || status === 404) return stop(refusalOf(status, serviceMessage));
+      if (status === 401 || status === 403 || status === 404) return stop(withAdvice(refusalOf(status, serviceMessage), this.#eventsUrl));
       const message = status === 207 ? `207 without an errors list: ${text.slice(0, 200)}` : parsed?.error ?? statusError;
       for (const index of request.items) rejected(index, { code: 'REQUEST_REJECTED', message });
       return;

@@ -12,6 +12,8 @@ export * from './send-errors.js';
 export { uuidv7 } from './uuid.js';
 export { validateEvent } from './validate.js';
 export * from './client.js';
+export { BASE_URL_SHAPE, parseBaseUrl, type BaseUrl } from './base-url.js';
+export { DEFAULT_BATCHING, type BatchingOptions, type DroppedEvent, type TrackResult, type TrackStats } from './batcher.js';
 export * from './send-result.js';
 export { prepareEvents, type EventInput, type PlaintextEventInput, type PrepareOptions, type PreparedEvents } from './prepare-events.js';
 export {

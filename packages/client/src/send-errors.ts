@@ -33,8 +33,13 @@ export type FailureCode =
   | 'SERVER_ERROR'
   /** 429 after every rate-limit retry. */
   | 'RATE_LIMITED'
-  /** Connection refused/reset and the like, after every retry. */
+  /** Connection reset and the like (or refused, by a service that answered before), after every retry. */
   | 'NETWORK'
+  /**
+   * Request-level: the connection was refused before this client ever had an answer from the
+   * service: nothing listens at the base URL's host and port (a wrong port, a service not started).
+   */
+  | 'CONNECTION_REFUSED'
   | 'TIMEOUT'
   /** Request-level: 401 (key id, secret, revoked or expired key). */
   | 'AUTHENTICATION'
@@ -49,8 +54,14 @@ export type FailureCode =
 
 export interface DeliveryFailure {
   readonly code: FailureCode;
-  /** The service's message (`401 signature does not match: …`), or the network error with its code. */
+  /**
+   * The service's message (`401 signature does not match: …`), or the network error with its code;
+   * for a wrong URL, a refused connection, an unknown host, an untrusted certificate and a network
+   * failure, followed by the URL tried and what to change (the `baseUrl` or `ca` option).
+   */
   readonly message: string;
+  /** The message without the SDK's advice (set when the message has some): the service's answer or the network error. */
+  readonly detail?: string | undefined;
   readonly httpStatus: number | null;
   /** The TLS or system error code, like DEPTH_ZERO_SELF_SIGNED_CERT or ECONNREFUSED. */
   readonly errorCode?: string | undefined;

@@ -11,13 +11,13 @@
 import { isIP } from 'node:net';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import { EventErrors, fromJsonPointer, joinPath, loadEventSchema, type EventError } from './protocol.js';
+import { EventErrors, enumMismatch, enumText, fromJsonPointer, joinPath, loadEventSchema, type EventError } from './protocol.js';
 
 let compiled: ValidateFunction | undefined;
 
 function validator(): ValidateFunction {
   if (!compiled) {
-    const ajv = new Ajv2020({ allErrors: false, strict: true });
+    const ajv = new Ajv2020({ allErrors: false, strict: true, verbose: true });
     ajv.addFormat('ipv4', { type: 'string', validate: (s: string) => isIP(s) === 4 });
     ajv.addFormat('ipv6', { type: 'string', validate: (s: string) => isIP(s) === 6 });
     compiled = ajv.compile(loadEventSchema());
@@ -47,8 +47,9 @@ function eventErrorOfAjv(error: ErrorObject): EventError {
     case 'additionalProperties':
       return schemaError(`unknown field ${child(String(params.additionalProperty))}`);
     case 'enum': {
-      const allowed = params.allowedValues as unknown[];
-      return schemaError(`${at} must be one of ${allowed.length > 12 ? `the ${allowed.length} values of the ECAPI 1.0 schema` : allowed.map((v) => JSON.stringify(v)).join(', ')}`);
+      // The service's sentence (protocol's enum-messages.ts): the field, what it must be, the value received.
+      const defName = /\/\$defs\/([A-Za-z0-9_]+)\/enum$/.exec(error.schemaPath)?.[1];
+      return schemaError(enumMismatch(at, enumText(params.allowedValues as unknown[], defName), error.data));
     }
     case 'type':
       return schemaError(at === 'event' ? 'event must be a JSON object' : `${at} must be ${String(params.type)}`);

@@ -45,7 +45,7 @@ test('sender-side validation words errors like the service', () => {
   assert.equal(validateEvent({ ...base, user_data: { event_ip_address: '1.2.3' } })?.message, 'invalid field user_data.event_ip_address: must be a valid IPv4 or IPv6 address');
   assert.equal(validateEvent({ ...base, user_data: { event_ip_address: '::1' } }), undefined);
   assert.equal(validateEvent({ ...base, user_data: { gender: 'F' } })?.message, 'hashed field user_data.gender is not a 64-char lowercase hex sha256');
-  assert.equal(validateEvent({ ...base, source: 'tv' })?.message, 'schema validation failed: source must be one of "email", "website", "app", "phone_call", "chat", "physical_store", "system_generated", "business_messaging", "other"');
+  assert.equal(validateEvent({ ...base, source: 'tv' })?.message, 'schema validation failed: source must be one of "email", "website", "app", "phone_call", "chat", "physical_store", "system_generated", "business_messaging", "other", got "tv"');
   assert.equal(validateEvent([])?.message, 'schema validation failed: event must be a JSON object');
   // Codes come with the messages, and read back the same from a server's wire message.
   assert.deepEqual(validateEvent({ ...base, value: 1 }), { code: 'MISSING_FIELD', message: 'missing required field: currency_code' });

@@ -29,7 +29,7 @@ import { openStorage } from '../src/storage/open-storage.js';
 import { MAX_VIEW_PARTITIONS, viewPartitionFile } from '../src/merged-view/sqlite-view-layout.js';
 import { BIN, cliJson, tempDataDir } from '../test/helpers/server-process.js';
 import { prng } from '../test/helpers/event-generator.js';
-import { processTree, sampleRss, treeRssMb } from './proc-stats.js';
+import { processTree, sampleRss, treeCpuSeconds, treeRssMb } from './proc-stats.js';
 
 export interface ConsumerScenarioResult {
   readonly events: number;
@@ -42,6 +42,8 @@ export interface ConsumerScenarioResult {
   readonly applied: number;
   readonly seconds: number;
   readonly events_per_second: number;
+  /** CPU (user + system, every thread of the worker's process tree) per applied event, µs. */
+  readonly cpu_us_per_event: number;
   /** Highest VmRSS sampled every 100 ms, summed over the worker's process tree, and its largest process (MB). */
   readonly peak_rss_mb: { sum: number; largest: number };
   /** VmHWM over the whole run, summed over the tree and largest process (MB). */
@@ -52,7 +54,7 @@ export interface ConsumerScenarioResult {
   readonly timed_out: boolean;
 }
 
-const DATA_SETS = ['shop-web', 'shop-app'] as const;
+const ALL_DATA_SETS = ['shop-web', 'shop-app'] as const;
 const USERS_PER_DATA_SET = 150_000;
 const REQUEST_EVENTS = 1000;
 const RESEND_SHARE = 0.3;
@@ -116,7 +118,8 @@ function backlogEvent(ds: string, serial: number, user: number, secondUser: numb
  * Writes the backlog into the data dir's queue through SqliteEventQueue. Returns the average event
  * size (bytes of JSON) and the share of re-sends.
  */
-export async function buildBacklog(dataDir: string, events: number, seed = 15): Promise<{ avgEventBytes: number; resendShare: number }> {
+export async function buildBacklog(dataDir: string, events: number, seed = 15, dataSets = 2): Promise<{ avgEventBytes: number; resendShare: number }> {
+  const DATA_SETS = ALL_DATA_SETS.slice(0, dataSets);
   const rand = prng(seed);
   const users = new Users();
   const queue = new SqliteEventQueue(queueDbFile(dataDir, 'production'));
@@ -146,7 +149,7 @@ export async function buildBacklog(dataDir: string, events: number, seed = 15): 
     }
   };
   for (let i = 0; i < events; i++) {
-    const ds = DATA_SETS[rand() < 0.6 ? 0 : 1]!;
+    const ds = DATA_SETS[rand() < 0.6 || DATA_SETS.length === 1 ? 0 : 1]!;
     const made = serials.get(ds)!;
     const users1 = userOf.get(ds)!;
     let event: Record<string, unknown>;
@@ -184,8 +187,13 @@ const fileMb = (file: string) => {
   }
 };
 
-export async function runConsumerScenario(options: { events?: number; maxSeconds?: number; log?: (line: string) => void; keep?: boolean } = {}): Promise<ConsumerScenarioResult> {
+/**
+ * `dataSets`: 2 (default: 60% / 40%, in different view partitions) or 1 (every event in one data
+ * set: one large sender, the case issue 30 is about; one partition applies it, whatever P is).
+ */
+export async function runConsumerScenario(options: { events?: number; maxSeconds?: number; log?: (line: string) => void; keep?: boolean; dataSets?: 1 | 2 } = {}): Promise<ConsumerScenarioResult> {
   const events = options.events ?? 1_000_000;
+  const DATA_SETS = ALL_DATA_SETS.slice(0, options.dataSets ?? 2);
   const maxSeconds = options.maxSeconds ?? 900;
   const log = options.log ?? (() => undefined);
   const dataDir = tempDataDir('ecapi-bench-consumer-');
@@ -193,7 +201,7 @@ export async function runConsumerScenario(options: { events?: number; maxSeconds
     for (const ds of DATA_SETS) await cliJson(dataDir, ['data-set', 'create', ds]);
     log(`consumer: building a backlog of ${events.toLocaleString('en-US')} events...`);
     const built = performance.now();
-    const { avgEventBytes, resendShare } = await buildBacklog(dataDir, events);
+    const { avgEventBytes, resendShare } = await buildBacklog(dataDir, events, 15, DATA_SETS.length);
     const buildSeconds = (performance.now() - built) / 1000;
     const queueMb = fileMb(queueDbFile(dataDir, 'production')) + fileMb(bodyLogDir(queueDbFile(dataDir, 'production')));
     log(`consumer: backlog built in ${buildSeconds.toFixed(1)} s (${avgEventBytes} bytes per event, ${(resendShare * 100).toFixed(1)}% re-sends); draining with \`ecapi-ingest worker\`...`);
@@ -210,6 +218,7 @@ export async function runConsumerScenario(options: { events?: number; maxSeconds
     let timedOut = false;
     let lastLog = started;
     let hwm = { sum: 0, largest: 0 };
+    let cpuSeconds = 0;
     try {
       for (;;) {
         await new Promise((r) => setTimeout(r, 250));
@@ -227,7 +236,9 @@ export async function runConsumerScenario(options: { events?: number; maxSeconds
         }
       }
     } finally {
-      hwm = treeRssMb(processTree(worker.pid!), 'VmHWM');
+      const tree = processTree(worker.pid!);
+      hwm = treeRssMb(tree, 'VmHWM');
+      cpuSeconds = treeCpuSeconds(tree);
       worker.kill('SIGTERM');
       await once(worker, 'exit');
     }
@@ -247,6 +258,8 @@ export async function runConsumerScenario(options: { events?: number; maxSeconds
       applied,
       seconds: Math.round(seconds * 10) / 10,
       events_per_second: Math.round(applied / seconds),
+      // From the worker's start (its start-up included) to the last record applied.
+      cpu_us_per_event: Math.round((cpuSeconds * 1e6 / Math.max(1, applied)) * 10) / 10,
       peak_rss_mb: peak,
       hwm_mb: hwm,
       // Every view partition's file (view.db, view-p<k>.db).

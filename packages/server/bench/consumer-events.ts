@@ -1,6 +1,7 @@
 /**
  * The consumer benchmark's workload: realistic ECAPI events of about 1 KB with five identifiers
- * each (an email hash, a phone hash, a customer id, a `uids[]` id and an `ifa`), in two data sets,
+ * each (an email hash, a phone hash, a customer id, a `uids[]` id and an `ifa`), in two data sets
+ * (or as many as asked: one data set carrying every event is the case one large sender makes),
  * 30% of them re-sends of an earlier id (a changed value and click id: the merge has work to do).
  * Identifiers repeat across events (a user buys several times, a household shares a phone), so
  * identities link and absorb one another. Deterministic: the same arguments give the same events.
@@ -77,12 +78,12 @@ export function* consumerWorkload(total: number, options: ConsumerWorkloadOption
  * Appends the workload to a queue as batched ingest stores it: one request per data set and slice,
  * its raw body kept (so large ones sit in the body log), with at most `inFlight` appends pending.
  */
-export async function appendConsumerWorkload(queue: EventQueue, total: number, inFlight: number): Promise<void> {
+export async function appendConsumerWorkload(queue: EventQueue, total: number, inFlight: number, dataSets: readonly string[] = ['ds-a', 'ds-b']): Promise<void> {
   const t0 = Date.now();
   let request = 0;
   let pending: Promise<unknown>[] = [];
-  for (const slice of consumerWorkload(total)) {
-    for (const ds of ['ds-a', 'ds-b']) {
+  for (const slice of consumerWorkload(total, { dataSets })) {
+    for (const ds of dataSets) {
       const events = slice.filter((g) => g.dataSetId === ds).map((g) => g.event);
       if (events.length === 0) continue;
       request++;

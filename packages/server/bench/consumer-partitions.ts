@@ -9,16 +9,20 @@
  * batched ingest stores them, so most go to the body log), then times the consumer draining the
  * whole backlog from offset 1. The fill is not timed. Prints one JSON line.
  *
- *   node packages/server/dist/bench/consumer-partitions.js [events=1000000] [batch=2000] [--partitions P] [--keep-queue DIR]
+ *   node packages/server/dist/bench/consumer-partitions.js [events=1000000] [batch=2000] [--partitions P] [--data-sets 1|2] [--keep-queue DIR]
  *
  * --partitions P: view partitions, each applied by a thread of its own, as `worker --view-partitions`
  * (default: the worker's default). The two data sets fall in different partitions for P = 2 and 4.
+ *
+ * --data-sets N: the workload over N data sets (default 2); 1 puts every event in one data set
+ * (one large sender), which one partition applies whatever P is. The queue kept by --keep-queue
+ * is per N (DIR/queue-<N>ds.db).
  *
  * --keep-queue DIR: fill DIR/queue.db once and reuse it on later runs (same events), so that
  * before/after comparisons in one period skip the fill. Figures and the CPU profile: bench/README.md.
  */
 import { join } from 'node:path';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, availableParallelism } from 'node:os';
 import { SqliteEventQueue } from '../src/queue/sqlite-event-queue.js';
 import { SqliteViewStore } from '../src/merged-view/sqlite-view-store.js';
@@ -37,20 +41,36 @@ const EVENTS = Number(positional[0] ?? 1_000_000);
 const BATCH = positional[1] !== undefined ? Number(positional[1]) : undefined;
 const KEEP = flag('--keep-queue');
 const PARTITIONS = Number(flag('--partitions') ?? DEFAULT_VIEW_PARTITIONS);
+const DATA_SETS = ['ds-a', 'ds-b', 'ds-c', 'ds-d'].slice(0, Number(flag('--data-sets') ?? 2));
 
 /** Bytes this process has passed to write(2) so far (/proc/self/io wchar): WAL frames and checkpoint copies. */
 const writtenBytes = () => Number(/wchar: (\d+)/.exec(readFileSync('/proc/self/io', 'utf8'))?.[1] ?? 0);
 
+/** CPU ticks (1/100 s) of each thread of this process so far (/proc/self/task). */
+function threadTicks(): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync('/proc/self/task')) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.set(tid, Number(fields[11]) + Number(fields[12]));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+
 async function fillQueue(queueFile: string): Promise<void> {
   const queue = new SqliteEventQueue(queueFile);
-  await appendConsumerWorkload(queue, EVENTS, 64);
+  await appendConsumerWorkload(queue, EVENTS, 64, DATA_SETS);
   await queue.close();
 }
 
 const dir = KEEP ?? mkdtempSync(join(tmpdir(), 'ecapi-bench-consumer-'));
 try {
   mkdirSync(dir, { recursive: true });
-  const queueFile = join(dir, 'queue.db');
+  const queueFile = join(dir, DATA_SETS.length === 2 ? 'queue.db' : `queue-${DATA_SETS.length}ds.db`);
   const viewFile = join(dir, 'view.db');
   for (let p = 0; p < 16; p++) for (const suffix of ['', '-wal', '-shm']) rmSync(viewPartitionFile(viewFile, p) + suffix, { force: true });
   if (!KEEP || !existsSync(queueFile)) await fillQueue(queueFile);
@@ -62,7 +82,9 @@ try {
   const started = performance.now();
   const cpu0 = process.cpuUsage();
   const written0 = writtenBytes();
+  const ticks0 = threadTicks();
   const applied = await partitions.drain();
+  const ticks1 = threadTicks();
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const written = writtenBytes() - written0;
@@ -73,10 +95,14 @@ try {
     events: applied,
     batch_size: BATCH ?? DEFAULT_BATCH_SIZE,
     partitions: PARTITIONS,
+    data_sets: DATA_SETS.length,
     seconds: Math.round(seconds * 1000) / 1000,
     events_per_second: Math.round(applied / seconds),
     // CPU of this process (all its threads) per applied event: steadier than the rate on a shared machine.
     cpu_us_per_event: Math.round(((cpu.user + cpu.system) / Math.max(1, applied)) * 10) / 10,
+    // CPU of the busiest thread per event: the critical path (what bounds events/s when the other
+    // threads' work fits on the other cores); 10 ms resolution.
+    busiest_thread_cpu_us_per_event: Math.round((Math.max(...[...ticks1].map(([tid, t]) => t - (ticks0.get(tid) ?? 0))) * 10_000 / Math.max(1, applied)) * 10) / 10,
     // Bytes written (WAL and checkpoints) per applied event: the I/O side of a commit, independent of load.
     written_kb_per_event: Math.round((written / 1024 / Math.max(1, applied)) * 10) / 10,
     // Peak RSS of the whole process (threads included; the queue fill is in it when it ran here).

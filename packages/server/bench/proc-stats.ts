@@ -35,6 +35,21 @@ export function treeRssMb(pids: readonly number[], field: 'VmRSS' | 'VmHWM'): { 
   return { sum: Math.round(sum / 1024), largest: Math.round(largest / 1024) };
 }
 
+/** CPU time (user + system, all threads, in seconds) used so far by the processes of a tree. */
+export function treeCpuSeconds(pids: readonly number[]): number {
+  let ticks = 0;
+  for (const p of pids) {
+    try {
+      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return ticks / 100; // USER_HZ
+}
+
 /**
  * Samples the tree's RSS every 100 ms until stopped; returns the highest sum and largest process
  * seen. The tree is listed once, unless `relist` (a tree that may grow children later, like a

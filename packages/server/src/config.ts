@@ -47,6 +47,8 @@ export interface ServeConfig {
   readonly bodyIdleTimeoutMs?: number;
   /** Minimum average body rate of untrusted requests after bodyIdleTimeoutMs; 0 turns it off. */
   readonly minBodyBytesPerSecond?: number;
+  /** --proxy-protocol: addresses/CIDRs of balancers whose PROXY headers are believed (http/connection-front.ts). */
+  readonly proxyProtocolFrom?: readonly string[];
   readonly logLevel?: string;
   /** Serving processes; 1 runs everything in this process. */
   readonly workers: number;

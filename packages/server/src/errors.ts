@@ -41,6 +41,9 @@ export const RequestErrors = {
     'unsupported Content-Encoding: bodies are not decoded; send the JSON uncompressed, without Content-Encoding'),
   UNSUPPORTED_TRANSFER_ENCODING: def('UNSUPPORTED_TRANSFER_ENCODING', 400, () =>
     'unsupported Transfer-Encoding: send Content-Length, or Transfer-Encoding: chunked alone (no compression)'),
+  // Answered on the raw connection (http/connection-front.ts), HTTP/1.1, then closed: no request id.
+  PLAIN_HTTP: def('PLAIN_HTTP', 400, () =>
+    'plain HTTP request sent to the HTTPS port: this port speaks HTTPS only (TLS 1.3); use https:// in the URL'),
 
   // 401: credentials evaluated and rejected
   BEARER_NOT_ENABLED: def('BEARER_NOT_ENABLED', 401, () =>

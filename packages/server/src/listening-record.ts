@@ -10,9 +10,10 @@
  * that may answer nothing, which is all the harm). Best effort: a failure to write or read it never
  * stops a node, it only falls back to the defaults.
  */
-import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { environmentDir, type Environment } from './config.js';
+import { ensureDirDurably, writeFileDurably } from './fs/durable-files.js';
 
 export interface ListeningRecord {
   readonly pid: number;
@@ -25,18 +26,13 @@ const fileOf = (dataDir: string, env: Environment) => join(environmentDir(dataDi
 
 export function writeListeningRecord(dataDir: string, env: Environment, record: ListeningRecord): void {
   const file = fileOf(dataDir, env);
-  const temp = `${file}.${process.pid}.tmp`;
   try {
-    // On the PostgreSQL profile nothing else may have created the environment's directory.
-    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-    writeFileSync(temp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
-    renameSync(temp, file);
+    // Durably, like every entry of the data dir (test/reliability's power-loss check): on the
+    // PostgreSQL profile nothing else may have created the environment's directory.
+    ensureDirDurably(dirname(file));
+    writeFileDurably(file, `${JSON.stringify(record)}\n`);
   } catch {
-    try {
-      unlinkSync(temp);
-    } catch {
-      // nothing written
-    }
+    // best effort: the hint falls back to the defaults
   }
 }
 

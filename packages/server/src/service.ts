@@ -107,6 +107,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       ...(config.maxPendingHandshakes !== undefined ? { maxPendingHandshakes: config.maxPendingHandshakes } : {}),
       ...(config.bodyIdleTimeoutMs !== undefined ? { bodyIdleTimeoutMs: config.bodyIdleTimeoutMs } : {}),
       ...(config.minBodyBytesPerSecond !== undefined ? { minBodyBytesPerSecond: config.minBodyBytesPerSecond } : {}),
+      ...(config.proxyProtocolFrom !== undefined ? { proxyProtocolFrom: config.proxyProtocolFrom } : {}),
     },
     {
       credentials: () => credentials.current(),

@@ -27,6 +27,9 @@ export const REQUEST_ERROR_CAUSES: Readonly<Record<string, ErrorCause>> = {
     cause: 'a `Content-Encoding` other than `identity` (`gzip`, `br`, …): the service never decompresses. Send plain JSON (and sign those bytes)',
   },
   UNSUPPORTED_TRANSFER_ENCODING: { cause: 'HTTP/1.1 `Transfer-Encoding` other than `chunked` alone, e.g. `gzip, chunked`' },
+  PLAIN_HTTP: {
+    cause: '`http://` to the HTTPS port: answered from the connection\'s first bytes as HTTP/1.1 with `Connection: close` (no request id: no request was processed). Use `https://`',
+  },
   BEARER_NOT_ENABLED: { cause: 'an `Authorization: Bearer …` header' },
   MISSING_KEY_ID: { cause: 'add the header' },
   MISSING_DATA_SET: { cause: 'add the header' },

@@ -5,8 +5,8 @@
  * start on a non-loopback admin address without one, and with a weak one anywhere.
  *
  * Before any route, in this order (admin-guard.ts says why): the Host check (421 for a name that
- * is not ours: DNS rebinding), then, with a token, the failed-authentication throttle (429) and
- * the token itself (401).
+ * is not ours: DNS rebinding), then, with a token, a valid console session cookie, the
+ * failed-authentication throttle (429) and the token itself (401).
  */
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { parseSince } from '../analytics/stats-reader.js';
@@ -66,9 +66,15 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
   const expected = config.adminToken;
   const gate: AdminAuthGate = {
     tokenRequired: Boolean(expected),
-    async refuseIfThrottled(request, reply) {
-      const wait = throttle.retryAfterSeconds(request.socket.remoteAddress);
+    async refuseIfThrottled(request, reply, sent) {
+      const address = request.socket.remoteAddress;
+      const wait = throttle.retryAfterSeconds(address);
       if (wait === 0) return false;
+      // Throttled, but the correct token came from this client recently: compare (admin-guard.ts).
+      if (expected && sent !== undefined && throttle.recentlyVerified(address)) {
+        if (tokenMatches(sent, expected)) return false;
+        throttle.recordFailure(address);
+      }
       await reply
         .code(429)
         .header('retry-after', String(wait))
@@ -77,7 +83,10 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
     },
     checkToken(request, sent) {
       if (!expected) return true;
-      if (tokenMatches(sent, expected)) return true;
+      if (tokenMatches(sent, expected)) {
+        throttle.recordVerified(request.socket.remoteAddress);
+        return true;
+      }
       throttle.recordFailure(request.socket.remoteAddress);
       return false;
     },
@@ -88,11 +97,12 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
     app.addHook('onRequest', async (request, reply) => {
       // The console's static shell and its login route carry no data (console-api.ts marks them public).
       if ((request.routeOptions.config as { public?: boolean } | undefined)?.public) return;
-      if (await gate.refuseIfThrottled(request, reply)) return;
-      const match = /^Bearer (.+)$/.exec(request.headers.authorization ?? '');
-      if (match && gate.checkToken(request, match[1]!)) return;
-      // Or the console's session cookie, set by POST /api/session after the token was given once.
+      // The console's session cookie (set by POST /api/session after the correct token was given):
+      // 32 random bytes, proof the guesser cannot produce, so it is honoured even while throttled.
       if (sessions.valid(sessionCookieOf(request))) return;
+      const match = /^Bearer (.+)$/.exec(request.headers.authorization ?? '');
+      if (await gate.refuseIfThrottled(request, reply, match?.[1])) return;
+      if (match && gate.checkToken(request, match[1]!)) return;
       await reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
     });
   }

@@ -26,6 +26,17 @@
  *    throttle off. Requests without credentials, and wrong or expired session cookies (32 random
  *    bytes, not guessable), are not counted: a console tab left open must not lock its operator out.
  *
+ *    Shared addresses (issue 29, point 6): an operator behind the same NAT or proxy as a guesser
+ *    must still get in, without giving the guesser more guesses. So the throttle yields only to
+ *    proof that the guesser cannot produce: a valid console session cookie is honoured before the
+ *    throttle is looked at (it was issued for the correct token), and a client key from which the
+ *    correct token was presented within the last 10 minutes keeps having its tokens compared while
+ *    throttled (the correct one is served, a wrong one is answered 429 like any throttled request and
+ *    counted). A client key that never presented the correct token stays at 10 guesses a minute, so
+ *    online guessing is bounded exactly as before for everyone who does not share an address with
+ *    a recent, successful operator. The verified keys are written only after a correct token, and
+ *    at most 1,000 are kept (oldest forgotten first).
+ *
  * Token comparison is constant-time: both sides are hashed to SHA-256 and compared with
  * timingSafeEqual, so neither length nor content leaks through timing.
  */
@@ -138,11 +149,19 @@ export function clientKeyOf(address: string | undefined): string {
   return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
 }
 
+/** How long a client key that presented the correct token keeps having its tokens compared while throttled. */
+export const ADMIN_VERIFIED_FOR_MS = 10 * 60_000;
+export const ADMIN_MAX_VERIFIED_CLIENTS = 1_000;
+
 export class AdminAuthThrottle {
   readonly #shedder: FailedAuthShedder;
+  /** Client keys that presented the correct token, with when they last did (insertion order: oldest first). */
+  readonly #verified = new Map<string, number>();
+  readonly #now: () => number;
 
   constructor(limits: FailedAuthLimits = ADMIN_FAILED_AUTH_LIMITS, now: () => number = Date.now, maxClients = ADMIN_MAX_TRACKED_CLIENTS) {
     this.#shedder = new FailedAuthShedder(limits, now, maxClients, { sharedOverflow: true });
+    this.#now = now;
   }
 
   /** 0 when the client may try, else whole seconds to wait (Retry-After). */
@@ -152,6 +171,20 @@ export class AdminAuthThrottle {
 
   recordFailure(address: string | undefined): void {
     this.#shedder.recordFailure(clientKeyOf(address));
+  }
+
+  /** The correct token came from this client: call only after a successful comparison. */
+  recordVerified(address: string | undefined): void {
+    const key = clientKeyOf(address);
+    this.#verified.delete(key);
+    if (this.#verified.size >= ADMIN_MAX_VERIFIED_CLIENTS) this.#verified.delete(this.#verified.keys().next().value as string);
+    this.#verified.set(key, this.#now());
+  }
+
+  /** Whether this client presented the correct token recently: then its tokens are compared even while throttled. */
+  recentlyVerified(address: string | undefined): boolean {
+    const at = this.#verified.get(clientKeyOf(address));
+    return at !== undefined && this.#now() - at <= ADMIN_VERIFIED_FOR_MS;
   }
 
   get trackedClients(): number {
@@ -166,8 +199,12 @@ export class AdminAuthThrottle {
 /** Fastify-side view of the throttle and token, shared with the console's login route. */
 export interface AdminAuthGate {
   readonly tokenRequired: boolean;
-  /** Answers 429 (and returns true) when the client is throttled; its token must then not be looked at. */
-  refuseIfThrottled(request: FastifyRequest, reply: FastifyReply): Promise<boolean>;
+  /**
+   * Answers 429 (and returns true) when the client is throttled, unless it presented the correct
+   * token recently and `sent` is that token (a wrong one then counts). Otherwise the token of a
+   * throttled client is not looked at.
+   */
+  refuseIfThrottled(request: FastifyRequest, reply: FastifyReply, sent: string | undefined): Promise<boolean>;
   /** Constant-time comparison; a wrong token counts against the client. */
   checkToken(request: FastifyRequest, sent: string): boolean;
 }

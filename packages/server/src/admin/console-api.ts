@@ -226,9 +226,9 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
   app.get('/api/session', publicRoute, async (request) => ({ token_required: access.gate.tokenRequired, authenticated: authenticated(request) }));
   app.post<{ Body: { token?: unknown } }>('/api/session', publicRoute, async (request, reply) => {
     if (!access.gate.tokenRequired) return { token_required: false, authenticated: true };
-    // Throttled clients are refused before their token is looked at (admin-guard.ts).
-    if (await access.gate.refuseIfThrottled(request, reply)) return reply;
     const token = request.body && typeof request.body === 'object' ? request.body.token : undefined;
+    // Throttled clients are refused before their token is looked at, unless they gave the correct one recently (admin-guard.ts).
+    if (await access.gate.refuseIfThrottled(request, reply, typeof token === 'string' ? token : undefined)) return reply;
     if (typeof token !== 'string' || !access.gate.checkToken(request, token)) {
       return reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
     }

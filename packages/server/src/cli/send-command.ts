@@ -66,7 +66,7 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
     .option('--no-progress', 'no progress output on stderr')
     .action(async (file: string | undefined, opts: SendOptions) => {
       // Loaded here, not at start: every other command would pay for the SDK (undici, Ajv, phone metadata).
-      const { Client, hashEvent, prepareEvents } = await import('@ecapi-ingest/client');
+      const { Client, hashEvent, parseBaseUrl, prepareEvents } = await import('@ecapi-ingest/client');
       const g = ctx.globals();
       const env = ctx.io.env;
       const stderr = ctx.io.stderr;
@@ -105,6 +105,12 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
       if (!opts.dryRun) {
         const missing = [!url && 'ECAPI_URL (--url)', !keyId && 'ECAPI_KEY_ID (--key-id)', !secret && 'ECAPI_SECRET (--secret)'].filter(Boolean);
         if (missing.length > 0) throw new UsageError(`missing ${missing.join(', ')}`);
+        // Before anything is read or sent: https:// only, not ending in /v1/events (the SDK's check, with our names).
+        try {
+          parseBaseUrl(url!, opts.url !== undefined ? '--url' : 'ECAPI_URL');
+        } catch (error) {
+          throw new UsageError((error as Error).message);
+        }
       }
 
       // Input
@@ -239,7 +245,7 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
 
       reportSend(ctx, {
         json: g.json, dryRun: opts.dryRun, demo: opts.demo, totals: allTotals, durationMs, results, lineOf, rejectsFile, failure,
-        url, dataSet, caFile, caFound, dataDir: g.dataDir, demoId,
+        url, dataSet, caFile, caFound, dataDir: g.dataDir, env: g.env, demoId,
       });
     });
 }

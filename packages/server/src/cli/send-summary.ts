@@ -36,8 +36,11 @@ export function withParseFailures<T extends SendTotals & { done?: number }>(tota
 
 const plural = (n: number, one: string, many: string) => `${num(n)} ${n === 1 ? one : many}`;
 
-/** One request-level failure, with what to change. */
-export function failureAdvice(failure: DeliveryFailure, context: { url: string; dataSet: string; caFile: string | undefined; caFound: boolean; dataDir: string }): string {
+/** One request-level failure, with what to change (in the CLI's terms: its flags, not the SDK's options). */
+export function failureAdvice(failure: DeliveryFailure, context: { url: string; dataSet: string; caFile: string | undefined; caFound: boolean; dataDir: string; demo?: boolean; env?: string }): string {
+  // The SDK's message names its own options (baseUrl, ca); the CLI says which flag to change instead.
+  const detail = failure.detail ?? failure.message;
+  const eventsUrl = `${context.url.replace(/\/+$/, '')}/v1/events`;
   switch (failure.code) {
     case 'TLS': {
       const where = context.caFile === undefined
@@ -52,9 +55,15 @@ export function failureAdvice(failure: DeliveryFailure, context: { url: string; 
     case 'AUTHORIZATION':
       return `not authorized: ${failure.message}. The key has no grant for data set "${context.dataSet}": check ECAPI_DATA_SET (--data-set), or have the operator grant the key that data set`;
     case 'WRONG_URL':
-      return `wrong URL: ${failure.message}. Nothing answers POST ${context.url.replace(/\/+$/, '')}/v1/events: check ECAPI_URL (--url), the service's base URL without /v1/events`;
+      return `wrong URL: ${detail}. Nothing answers POST ${eventsUrl}: check ECAPI_URL (--url), the service's base URL without /v1/events, like https://ingest.example.com or https://127.0.0.1:8443`;
     case 'HOST_NOT_FOUND':
-      return `host not found: ${failure.message}. Check ECAPI_URL (--url)`;
+      return `host not found: ${detail}. Check ECAPI_URL (--url)`;
+    case 'CONNECTION_REFUSED':
+      // Nothing listens there: said at once (no retries), with the URL tried and the flag to change.
+      return context.demo
+        ? `connection refused at ${eventsUrl}: no server listens there. send --demo sends to the default port of a local ${context.env ?? 'production'} server; ` +
+          `for a server on another port pass --url https://127.0.0.1:<port> (serve prints its port at start), or start one with npm start`
+        : `connection refused at ${eventsUrl}: no server listens there. Check ECAPI_URL (--url): the service's host and port, like https://ingest.example.com or https://127.0.0.1:8443, and that the service runs`;
     default:
       return failure.message;
   }
@@ -120,6 +129,8 @@ export interface SendOutcome {
   readonly caFile: string | undefined;
   readonly caFound: boolean;
   readonly dataDir: string;
+  /** --env, for the --demo advice. */
+  readonly env?: string;
   /** --demo: the id of the sample event, which the README quickstart's next step looks up. */
   readonly demoId: string | null;
 }
@@ -129,7 +140,7 @@ export function reportSend(ctx: CliContext, o: SendOutcome): void {
   const stderr = ctx.io.stderr;
   const { totals: allTotals, durationMs, dryRun, rejectsFile, failure, results, lineOf, url, dataSet, demoId } = o;
   const advice = failure === undefined ? undefined
-    : failureAdvice(failure, { url: url!, dataSet, caFile: o.caFile, caFound: o.caFound, dataDir: o.dataDir });
+    : failureAdvice(failure, { url: url!, dataSet, caFile: o.caFile, caFound: o.caFound, dataDir: o.dataDir, demo: o.demo, env: o.env });
   const summary = {
     ...summaryJson(allTotals, { durationMs, dryRun, rejectsFile, url: dryRun ? null : url!, dataSet }),
     failure: failure === undefined ? null : { code: failure.code, http_status: failure.httpStatus, message: advice },
@@ -159,13 +170,13 @@ export function reportSend(ctx: CliContext, o: SendOutcome): void {
   if (problems.length > MAX_PRINTED_PROBLEMS) stderr.write(`  … and ${num(problems.length - MAX_PRINTED_PROBLEMS)} more${rejectsFile ? ` (see ${rejectsFile})` : ' (--rejects FILE writes them all)'}\n`);
   if (failure !== undefined) {
     // One request-level failure: said once, with its fix; never as N per-event errors.
-    stderr.write(`error: ${advice}. Nothing more was sent: ${num(allTotals.undeliverable)} events not delivered${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them after the fix, their ids are kept\n`);
+    stderr.write(`error: ${advice}. Nothing more was sent: ${plural(allTotals.undeliverable, 'event', 'events')} not delivered${rejectsFile ? ` (see ${rejectsFile})` : ''}; ${allTotals.undeliverable === 1 ? 'resend it after the fix, its id is kept' : 'resend them after the fix, their ids are kept'}\n`);
     ctx.setExitCode(EXIT_REQUEST_FAILURE);
   } else if (allTotals.undeliverable > 0) {
-    stderr.write(`error: ${num(allTotals.undeliverable)} events undeliverable, ${num(allTotals.rejected)} rejected${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them later, their ids are kept\n`);
+    stderr.write(`error: ${plural(allTotals.undeliverable, 'event', 'events')} undeliverable, ${num(allTotals.rejected)} rejected${rejectsFile ? ` (see ${rejectsFile})` : ''}; resend them later, their ids are kept\n`);
     ctx.setExitCode(EXIT_UNDELIVERABLE);
   } else if (allTotals.rejected > 0) {
-    stderr.write(`error: ${num(allTotals.rejected)} events ${dryRun ? 'invalid' : 'rejected'}${rejectsFile ? ` (see ${rejectsFile})` : ''}\n`);
+    stderr.write(`error: ${plural(allTotals.rejected, 'event', 'events')} ${dryRun ? 'invalid' : 'rejected'}${rejectsFile ? ` (see ${rejectsFile})` : ''}\n`);
     ctx.setExitCode(EXIT_REJECTED);
   }
 }

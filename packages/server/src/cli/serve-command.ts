@@ -18,6 +18,14 @@ import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js
 import { startConsumerSupervisor, type ConsumerSupervisor } from '../consumer/consumer-supervisor.js';
 import type { CliContext } from './cli-context.js';
 import { parsePort, parsePositive } from './cli-parsers.js';
+import { watchNpmStartParent } from './npm-start-parent.js';
+import { parseTrustedProxies } from '../http/trusted-proxies.js';
+
+/** --proxy-protocol's list, checked now (a bad entry stops `serve` with one line), kept as text. */
+function parseProxyProtocolOption(text: string): string[] {
+  parseTrustedProxies(text);
+  return text.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+}
 
 export function registerServeCommand(program: Command, ctx: CliContext): void {
   program
@@ -31,8 +39,8 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .addOption(new Option('--admin-allowed-hosts <names>', 'comma-separated Host names the admin port answers for, besides IP addresses, localhost and --admin-host').env('ECAPI_ADMIN_ALLOWED_HOSTS'))
     .option('--no-demo', 'do not create the demo data set and key on a fresh data dir')
     .option('--no-worker', 'do not run the merged-view consumer (run `ecapi-ingest worker` separately)')
-    .option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)')
-    .option('--tls-key <file>', 'PEM private key')
+    .addOption(new Option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)').env('ECAPI_TLS_CERT'))
+    .addOption(new Option('--tls-key <file>', 'PEM private key').env('ECAPI_TLS_KEY'))
     .option('--control-poll <duration>', 'how often to pick up control-plane changes', '1s')
     .addOption(new Option('--workers <n>', 'serving processes (default: one per CPU core, less one for the consumer unless --no-worker; at least 1)').env('ECAPI_WORKERS'))
     .option('--failed-auth-rps <n>', 'failed authentications per second one client address may sustain', String(DEFAULT_FAILED_AUTH_LIMITS.perSecond))
@@ -45,6 +53,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--handshake-timeout <duration>', 'a TLS handshake must complete within this', '10s')
     .option('--max-pending-handshakes <n>', 'connections mid-handshake per serving process; past it the oldest is dropped', '1024')
     .option('--body-idle-timeout <duration>', 'a request whose body sends nothing for this long is dropped', '10s')
+    .addOption(new Option('--proxy-protocol <CIDRs>', 'comma-separated addresses or CIDRs of L4 balancers that send a PROXY protocol v1/v2 header: from them the header gives the client address (failed-auth shedding); a header from any other peer closes the connection').env('ECAPI_PROXY_PROTOCOL'))
     .option('--min-body-rate <KiB/s>', 'bodies on connections not yet authenticated must average this after --body-idle-timeout (0: off)', '64')
     .action(async (opts: {
       host: string; port?: string; adminHost: string; adminPort?: string; adminToken?: string; adminAllowedHosts?: string;
@@ -52,6 +61,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
       failedAuthRps: string; failedAuthBurst: string; rateLimit: boolean;
       headersTimeout: string; requestTimeout: string; keepAliveTimeout: string; bodyBuffer: string;
       handshakeTimeout: string; maxPendingHandshakes: string; bodyIdleTimeout: string; minBodyRate: string;
+      proxyProtocol?: string;
     }) => {
       if (cluster.isWorker) {
         // A forked worker of `serve --workers N`: the primary passed the resolved configuration.
@@ -110,6 +120,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         maxPendingHandshakes: Math.floor(parsePositive(opts.maxPendingHandshakes)),
         bodyIdleTimeoutMs: parseDurationMs(opts.bodyIdleTimeout),
         minBodyBytesPerSecond: opts.minBodyRate === '0' ? 0 : Math.round(parsePositive(opts.minBodyRate) * 1024),
+        ...(opts.proxyProtocol !== undefined ? { proxyProtocolFrom: parseProxyProtocolOption(opts.proxyProtocol) } : {}),
       };
       const service =
         config.workers > 1
@@ -128,8 +139,13 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         : null;
       // --- end consumer ---
       ctx.keepAlive(new Promise<void>((resolveDone) => {
-        const stop = (signal: string) => {
-          service.logger.info({ signal }, 'shutting down');
+        let stopping = false;
+        let stopWatch: (() => void) | null = null;
+        const stop = (why: { signal: string } | { reason: string }) => {
+          if (stopping) return;
+          stopping = true;
+          stopWatch?.();
+          service.logger.info(why, 'shutting down');
           // The consumer stops first (it finishes its batch); then the service flushes the queue.
           (consumer ? consumer.stop() : Promise.resolve()).then(() => service.close()).then(resolveDone, (error: Error) => {
             ctx.io.stderr.write(`error: shutdown failed: ${error.message}\n`);
@@ -137,8 +153,10 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
             resolveDone();
           });
         };
-        process.once('SIGTERM', () => stop('SIGTERM'));
-        process.once('SIGINT', () => stop('SIGINT'));
+        process.once('SIGTERM', () => stop({ signal: 'SIGTERM' }));
+        process.once('SIGINT', () => stop({ signal: 'SIGINT' }));
+        // Under `npm start`, a SIGTERM to npm kills the shell between them, not serve (npm-start-parent.ts).
+        stopWatch = watchNpmStartParent({ env: ctx.io.env, onGone: () => stop({ reason: 'the npm start that ran it has exited' }) });
       }));
     });
 }

@@ -35,6 +35,8 @@ export interface BodyWatch {
   readonly req: IncomingMessage | Http2ServerRequest;
   readonly requestId: string;
   readonly address: string;
+  /** The key id the request names (unverified), for the failed-authentication shedder. */
+  readonly keyId: string | undefined;
   readonly untrusted: boolean;
   /** Coarse clock (ms) when the head was handled. */
   readonly startedAt: number;
@@ -93,7 +95,7 @@ export function sweepBodies(watched: Set<BodyWatch>, clock: number, limits: Body
     watched.delete(watch);
     // The HTTP/1.1 request timeout is Node's own (no log line); these are ours.
     logger.info({ request_id: watch.requestId, dropped: reason, body_bytes: watch.bytes, http: watch.req.httpVersion }, 'request dropped');
-    if (reason !== 'request timeout') failedAuth.recordFailure(watch.address);
+    if (reason !== 'request timeout') failedAuth.recordFailure(watch.address, watch.keyId);
     if ('stream' in watch.req) {
       if (!watch.req.stream.destroyed) watch.req.stream.close(h2.NGHTTP2_CANCEL);
     } else {

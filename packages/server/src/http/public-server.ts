@@ -26,7 +26,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { randomUUID } from 'node:crypto';
-import { HEADER_REQUEST_ID, MAX_BODY_BYTES } from '@ecapi-ingest/protocol';
+import { HEADER_KEY_ID, HEADER_REQUEST_ID, MAX_BODY_BYTES } from '@ecapi-ingest/protocol';
 import { requestLineWriter, type Logger } from '../observability/logger.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
 import { type RequestError, requestError } from '../errors.js';
@@ -36,7 +36,7 @@ import { refusalBeforeBody } from '../auth/request-authenticator.js';
 import { BodyBudget, CHUNKED_RESERVATION, type BodyReservation } from './body-budget.js';
 import { bodyEncodingRefusal } from './media-types.js';
 import { handleEventsRequest, requestErrorOutcome, type EventsOutcome, type EventsRequestDeps } from './events-request.js';
-import { createPublicTlsServer, type PublicServerConfig } from './public-tls-server.js';
+import { clientAddressOf, createPublicTlsServer, type PublicServerConfig } from './public-tls-server.js';
 import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_MIN_BODY_BYTES_PER_SECOND, SWEEP_MS, sweepBodies, type BodySweepLimits, type BodyWatch } from './body-sweep.js';
 import { closeAfterResponse } from './early-answer.js';
 
@@ -156,7 +156,12 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     const requestId = randomUUID();
     const connection: object | undefined = isH2 ? req.stream.session : socket;
     const peer = isH2 ? req.stream.session?.socket as Socket | undefined : socket;
-    const address = (peer?.remoteAddress ?? '').replace(/^::ffff:/, '');
+    // The client's address: the peer's, or the one a trusted proxy's PROXY header gave (connection-front.ts).
+    const address = clientAddressOf(peer);
+    // The key id the request names (not yet verified): it selects a verified pair's bucket (failed-auth-shedder.ts).
+    const namedKeyId = req.headers[HEADER_KEY_ID];
+    const keyId = typeof namedKeyId === 'string' ? namedKeyId : undefined;
+    const trustedConnection = connection !== undefined && trusted.has(connection);
     if (socket) active.set(socket, (active.get(socket) ?? 0) + 1);
 
     /** Answers from the request head alone: the body is not read and the exchange ends. */
@@ -181,7 +186,9 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
       return;
     }
 
-    const shedFor = deps.failedAuth.shedSeconds(address);
+    // A connection on which a request already passed the HMAC is never shed: other clients of its
+    // address failing must not stop a sender that proved its secret (issue 29).
+    const shedFor = trustedConnection ? 0 : deps.failedAuth.shedSeconds(address, keyId);
     if (shedFor > 0) {
       res.on('close', () => exchangeClosed(socket, isH2));
       deps.metrics.rateLimited.inc({ limit: 'failed_auth' });
@@ -204,7 +211,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     const refusal = refusalBeforeBody(req.headers, deps.credentials());
     if (refusal !== null) {
       res.on('close', () => exchangeClosed(socket, isH2));
-      if (refusal.status === 401) deps.failedAuth.recordFailure(address);
+      if (refusal.status === 401) deps.failedAuth.recordFailure(address, keyId);
       refuse(refusal);
       return;
     }
@@ -214,7 +221,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     const declaredBytes = Number(declared);
     const reserved = declared !== undefined && Number.isSafeInteger(declaredBytes) && declaredBytes >= 0 ? declaredBytes : CHUNKED_RESERVATION;
     const watch: BodyWatch = {
-      req, requestId, address, untrusted: connection === undefined || !trusted.has(connection),
+      req, requestId, address, keyId, untrusted: !trustedConnection,
       startedAt: clock, lastDataAt: clock, admittedAt: 0, bytes: 0, paused: false, buffered: 0, admitNow: null,
     };
     watched.add(watch);
@@ -268,9 +275,13 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
       const body = whole ? whole.subarray(0, size) : chunks === null ? EMPTY_BODY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
       handleEventsRequest(deps, req.headers, body, requestId).then(
         (outcome) => {
-          if (outcome.status === 401) deps.failedAuth.recordFailure(address);
-          // Past the HMAC (the key id is known only then): this connection's sender holds a secret.
-          if (watch.untrusted && outcome.keyId !== undefined && connection !== undefined) trusted.add(connection);
+          // Past the HMAC (the key id is known only then): this connection's sender holds a secret,
+          // and so does this (key id, address) pair.
+          if (outcome.keyId !== undefined) {
+            deps.failedAuth.recordVerified(address, outcome.keyId);
+            if (watch.untrusted && connection !== undefined) trusted.add(connection);
+          }
+          if (outcome.status === 401) deps.failedAuth.recordFailure(address, keyId);
           finish(req, res, requestId, started, outcome, undefined, body);
         },
         (error: unknown) => {

@@ -5,8 +5,11 @@
  * reference's handler.
  *
  * Invariants and hazards (the threat model and every bound: docs/SECURITY.md):
- * - TLS 1.3 only: plain HTTP or TLS < 1.3 never reaches a handler, the handshake fails first.
- * - A connection must finish its handshake within handshakeTimeoutMs (a constructor option: Node
+ * - TLS 1.3 only: plain HTTP or TLS < 1.3 never reaches a handler. Every connection's first bytes
+ *   are read first (connection-front.ts): a plain-HTTP request gets a readable 400 saying to use
+ *   https:// and is closed; with `proxyProtocolFrom`, a PROXY header from a trusted peer sets the
+ *   connection's client address (clientAddressOf), and one from any other peer closes it.
+ * - A connection must send its first bytes within handshakeTimeoutMs, then finish its handshake within handshakeTimeoutMs (a constructor option: Node
  *   ignores it when set afterwards), and at most maxPendingHandshakes connections may be
  *   mid-handshake: past that the oldest is dropped, so silent sockets cannot pile up and cannot
  *   lock out real clients (a real handshake takes one round trip, an attacker would have to open
@@ -21,6 +24,8 @@
 import { createSecureServer, type Http2SecureServer, type ServerHttp2Session } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { installConnectionFront } from './connection-front.js';
+import { parseTrustedProxies } from './trusted-proxies.js';
 
 export interface PublicServerConfig {
   readonly cert: string;
@@ -38,9 +43,38 @@ export interface PublicServerConfig {
   readonly bodyIdleTimeoutMs?: number;
   /** An untrusted body must average this many bytes per second after bodyIdleTimeoutMs; default 64 KiB/s, 0 turns it off. */
   readonly minBodyBytesPerSecond?: number;
+  /**
+   * `serve --proxy-protocol`: addresses and CIDRs of the L4 balancers whose PROXY protocol (v1, v2)
+   * headers are believed; absent or empty: no PROXY header is accepted from anyone.
+   */
+  readonly proxyProtocolFrom?: readonly string[];
+}
+
+/** The client address of a connection, when a trusted PROXY header gave one (see clientAddressOf). */
+const CLIENT_ADDRESS = Symbol('ecapi.clientAddress');
+
+/**
+ * The client's address of a request's connection: the one a trusted PROXY header named, else the
+ * TCP peer's; IPv4-mapped IPv6 as plain IPv4. Accepts an HTTP/2 session's socket (a proxy of the
+ * TLS socket: the symbol is read through it).
+ */
+export function clientAddressOf(socket: Socket | undefined): string {
+  if (socket === undefined) return '';
+  const address = (socket as Socket & { [CLIENT_ADDRESS]?: string })[CLIENT_ADDRESS] ?? socket.remoteAddress ?? '';
+  return address.startsWith('::ffff:') ? address.slice(7) : address;
 }
 
 export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/** Node's bare answers to what its HTTP/1.1 parser refuses (as node:http writes them), by error code. */
+const BAD_REQUEST = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n';
+const parserAnswers: Record<string, string> = {
+  HPE_HEADER_OVERFLOW: 'HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n',
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: 'HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n\r\n',
+  ERR_HTTP_REQUEST_TIMEOUT: 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n',
+};
+/** After such an answer, the socket is destroyed this long after its half-close. */
+const CLIENT_ERROR_LINGER_MS = 1000;
 export const DEFAULT_MAX_PENDING_HANDSHAKES = 1024;
 
 /** The TLS server of the public port and the connections it tracks (for shutdown). */
@@ -93,7 +127,15 @@ export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServ
   // Idle TLS connections (including HTTP/2 sessions without streams) are closed after this.
   server.setTimeout(keepAliveTimeoutMs);
 
-  // Connections mid-handshake, oldest first (a Map keeps insertion order), by peer address and port.
+  // First bytes: plain HTTP answered, PROXY headers from trusted peers read (connection-front.ts).
+  const front = installConnectionFront(server, {
+    trustedProxies: config.proxyProtocolFrom !== undefined && config.proxyProtocolFrom.length > 0
+      ? parseTrustedProxies(config.proxyProtocolFrom.join(','))
+      : null,
+    timeoutMs: config.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
+  });
+
+  // Connections mid-handshake (their first bytes included), oldest first (a Map keeps insertion order), by peer address and port.
   const handshaking = new Map<string, Socket>();
   server.on('connection', (raw: Socket) => {
     const id = `${raw.remoteAddress}|${raw.remotePort}`;
@@ -112,11 +154,30 @@ export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServ
   const active = new Map<Socket, number>();
   server.on('secureConnection', (socket: TLSSocket) => {
     handshaking.delete(`${socket.remoteAddress}|${socket.remotePort}`);
+    const client = front.takeClientAddress(socket.remoteAddress, socket.remotePort);
+    if (client !== undefined) (socket as TLSSocket & { [CLIENT_ADDRESS]?: string })[CLIENT_ADDRESS] = client;
     sockets.add(socket);
     socket.on('close', () => {
       sockets.delete(socket);
       active.delete(socket);
     });
+  });
+  // Node's own answers to an HTTP/1.1 request its parser refuses (400, 408, 413, 431), written with
+  // end() instead of Node's write() + destroy(): TLS completes a write on the next turn of the event
+  // loop, so output still queued behind the handshake's last records (a connection handed over by
+  // connection-front.ts finishes its handshake later in the turn) was lost to the destroy. end()
+  // flushes, then half-closes; the socket is destroyed a moment later, unread input dropped.
+  const refused = new WeakSet<Socket>();
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
+    const answer = parserAnswers[error.code ?? ''] ?? (error.code?.startsWith('HPE_') ? BAD_REQUEST : undefined);
+    const message = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (answer === undefined || refused.has(socket) || !socket.writable || message?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    refused.add(socket);
+    socket.end(answer);
+    setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS).unref();
   });
   server.on('tlsClientError', () => {
     // Handshake failures (plain HTTP, TLS 1.2 clients, scanners, timeouts): nothing to answer, nothing to log per event.

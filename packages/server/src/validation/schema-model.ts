@@ -5,7 +5,7 @@
  * own. Derivation fails loudly at startup on any schema keyword the walker does not implement,
  * so the walker can never silently be laxer than the published schema.
  */
-import type { JsonSchema } from '@ecapi-ingest/protocol';
+import { enumText as enumTextOf, type JsonSchema } from '@ecapi-ingest/protocol';
 
 export const KIND_STRING = 0;
 export const KIND_INTEGER = 1;
@@ -51,11 +51,6 @@ const RULE_BY_FIELD: Readonly<Record<string, number>> = {
   'UserData.gpp_sid': RULE_GPP_SID,
 };
 
-/** How an enum is described in `must be <text>, got "..."`. */
-const ENUM_TEXT_BY_DEF: Readonly<Record<string, string>> = {
-  EventType: 'one of the ECAPI 1.0 event types',
-  AgeRange: 'an integer from 1 to 13 (ECAPI age_range)',
-};
 
 export interface FieldDesc {
   readonly key: string;
@@ -115,9 +110,8 @@ export function buildEventModel(schema: JsonSchema): EventModel {
     const enumList = s['enum'] as unknown[] | undefined;
     let enumText = '';
     if (enumList !== undefined) {
-      enumText =
-        (defName !== undefined ? ENUM_TEXT_BY_DEF[defName] : undefined) ??
-        `one of ${enumList.map((v) => JSON.stringify(v)).join(', ')}`;
+      // How an enum is described in `must be <text>, got "..."` (the SDK words it the same way).
+      enumText = enumTextOf(enumList, defName);
     }
     const base = { key, rule, enumValues: enumList ? new Set(enumList) : undefined, enumText, object: undefined, items: undefined, itemsText: '' };
     switch (type) {

@@ -27,15 +27,13 @@ import {
   timestampReason,
   utcOffsetReason,
 } from './formats.js';
-import { indexPath, joinPath } from '@ecapi-ingest/protocol';
+import { enumMismatch, indexPath, joinPath } from '@ecapi-ingest/protocol';
 import {
   KIND_ARRAY, KIND_BOOLEAN, KIND_EXT, KIND_INTEGER, KIND_NUMBER, KIND_OBJECT, KIND_STRING,
   RULE_COUNTRY, RULE_CURRENCY, RULE_DATE, RULE_EVENT_TYPE, RULE_GPP_SID, RULE_GPP_STRING, RULE_HTTP_URL,
   RULE_IP, RULE_NON_EMPTY, RULE_NONE, RULE_SHA256, RULE_TIMESTAMP, RULE_UTC_OFFSET, RULE_VALUE,
 } from './schema-model.js';
 import type { EventModel, FieldDesc, ObjectDesc } from './schema-model.js';
-
-const MAX_ECHOED_ENUM = 40;
 
 function schemaError(detail: string): EventRejection {
   return EventErrors.SCHEMA.error(detail);
@@ -44,12 +42,6 @@ function invalid(path: string, reason: string): EventRejection {
   return EventErrors.INVALID_FIELD.error(path, reason);
 }
 
-function echo(value: unknown): string {
-  if (typeof value === 'string') {
-    return JSON.stringify(value.length > MAX_ECHOED_ENUM ? `${value.slice(0, MAX_ECHOED_ENUM)}…` : value);
-  }
-  return String(value);
-}
 
 function typeText(kind: number): string {
   switch (kind) {
@@ -235,7 +227,7 @@ export class EventWalker {
   }
 
   private enumError(f: FieldDesc, base: string, key: string | number, value: unknown): EventRejection {
-    return schemaError(`${path(base, key)} must be ${f.enumText}, got ${echo(value)}`);
+    return schemaError(enumMismatch(path(base, key), f.enumText, value));
   }
 
   private stringRule(value: string, f: FieldDesc, base: string, key: string | number, owner: Record<string, unknown> | undefined): EventRejection | undefined {

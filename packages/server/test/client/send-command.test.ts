@@ -118,7 +118,7 @@ test('--dry-run validates without sending or credentials', async () => {
   assert.equal(ok.code, 1, 'the events file above has an invalid line');
 });
 
-test('a wrong secret is one authentication error with its fix (exit 4), not N rejected events; an unreachable server is undeliverable (exit 3)', async () => {
+test('a wrong secret is one authentication error with its fix (exit 4), not N rejected events; a refused connection is one error naming the URL (exit 4)', async () => {
   const file = join(work, 'many.ndjson');
   writeFileSync(file, Array.from({ length: 2500 }, () => JSON.stringify({ timestamp: ts(), event_type: 'page_view' })).join('\n'));
   const wrong = await run(['send', file], { ...envCreds(), ECAPI_SECRET: 'sk_wrong' });
@@ -136,10 +136,39 @@ test('a wrong secret is one authentication error with its fix (exit 4), not N re
 
   const one = join(work, 'one.ndjson');
   writeFileSync(one, JSON.stringify({ timestamp: ts(), event_type: 'page_view' }) + '\n');
+  // Nothing listens there: one request-level failure at once (no retries), naming the URL and --url.
   const closed = await run(['--json', 'send', '--max-retries', '1', one], { ...envCreds(), ECAPI_URL: 'https://127.0.0.1:1' });
-  assert.equal(closed.code, 3, closed.stderr);
-  assert.deepEqual([JSON.parse(closed.stdout).undeliverable, JSON.parse(closed.stdout).retries], [1, 1]);
-  assert.match(closed.stderr, /error: 1 events undeliverable/);
+  assert.equal(closed.code, 4, closed.stderr);
+  const closedSummary = JSON.parse(closed.stdout);
+  assert.deepEqual([closedSummary.undeliverable, closedSummary.retries, closedSummary.requests, closedSummary.failure.code], [1, 0, 1, 'CONNECTION_REFUSED']);
+  assert.match(closed.stderr, /^error: connection refused at https:\/\/127\.0\.0\.1:1\/v1\/events: no server listens there\. Check ECAPI_URL \(--url\)/m);
+  assert.doesNotMatch(closed.stderr, /resend them later/);
+});
+
+test('send refuses a plain http:// URL, or one ending in /v1/events, before reading or sending anything (exit 2)', async () => {
+  const one = join(work, 'one-http.ndjson');
+  writeFileSync(one, JSON.stringify({ timestamp: ts(), event_type: 'page_view' }) + '\n');
+  const plain = await run(['send', '--url', `http://127.0.0.1:${server.port}`, one], envCreds());
+  assert.equal(plain.code, 2, plain.stderr);
+  assert.equal(plain.stderr, `error: --url http://127.0.0.1:${server.port} is plain http://: ecapi-ingest answers HTTPS (TLS 1.3) only; use https://127.0.0.1:${server.port}\n`);
+  const fromEnv = await run(['send', one], { ...envCreds(), ECAPI_URL: `https://127.0.0.1:${server.port}/v1/events` });
+  assert.equal(fromEnv.code, 2, fromEnv.stderr);
+  assert.equal(fromEnv.stderr, `error: ECAPI_URL https://127.0.0.1:${server.port}/v1/events ends in /v1/events, which the client adds itself: use https://127.0.0.1:${server.port}\n`);
+});
+
+test('send --demo where no server listens: connection refused at the URL, with the --url hint, at once (exit 4)', async () => {
+  const net = await import('node:net');
+  const probe = net.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const port = (probe.address() as import('node:net').AddressInfo).port;
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  const r = await run(['send', '--demo', '--no-progress', '--url', `https://127.0.0.1:${port}`]);
+  assert.equal(r.code, 4, r.stderr);
+  assert.match(r.stdout, /^1 event in [\d.]+ s: 0 accepted, 0 rejected, 1 undeliverable; 1 request, 0 retries\n$/);
+  assert.equal(r.stderr,
+    `error: connection refused at https://127.0.0.1:${port}/v1/events: no server listens there. send --demo sends to the default port of a local production server; ` +
+    'for a server on another port pass --url https://127.0.0.1:<port> (serve prints its port at start), or start one with npm start. ' +
+    'Nothing more was sent: 1 event not delivered; resend it after the fix, its id is kept\n');
 });
 
 test('run with another data dir, an untrusted certificate is one TLS error naming --ca, --data-dir and where the CA was looked for (exit 4)', async () => {

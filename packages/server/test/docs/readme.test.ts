@@ -10,7 +10,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { extractLinks } from '../../scripts/docs/markdown-links.js';
 import { REPO_ROOT } from '../../scripts/docs/repo-root.js';
-import { exportQueue, provision, startServer, tempDataDir } from '../helpers/server-process.js';
+import { BIN, exportQueue, profileEnv, startServer, tempDataDir } from '../helpers/server-process.js';
 
 const README = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
 
@@ -27,13 +27,31 @@ test('README is short, has the quickstart, and links every guide and reference p
   }
 });
 
-test("README's signed-sender example stores an event on a real server", async () => {
+test("README's signed-sender example, run as written, stores an event on a real server", async () => {
   const section = README.slice(README.indexOf('## Send a signed event'));
   const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+  const setup = blocks.find((b) => b.includes('key create'));
   const send = blocks.find((b) => b.includes('openssl dgst'));
-  assert.ok(send, 'the section has a sh block that signs with openssl');
+  assert.ok(setup && send, 'the section has a sh block that creates a key and one that signs with openssl');
+  // As a reader does: the commands as written (`npx ecapi-ingest` is this checkout's CLI, the data
+  // dir the server's), the printed key id and secret pasted where the export line says, then the
+  // send block with only the URL pointed at the server and its CA trusted.
   const dataDir = tempDataDir();
-  const { keyId, secret } = await provision(dataDir, ['acme-web']);
+  const env: NodeJS.ProcessEnv = { ...process.env, ECAPI_DATA_DIR: dataDir, ...(await profileEnv(dataDir)) };
+  delete env.ECAPI_KEY_ID;
+  delete env.ECAPI_SECRET;
+  const bash = (script: string) => execFileSync('bash', ['-euo', 'pipefail', '-c', script], { encoding: 'utf8', env });
+  const lines = setup.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#'));
+  const exportLine = lines.find((l) => l.startsWith('export '));
+  assert.ok(exportLine?.includes("ECAPI_KEY_ID='key_…'") && exportLine.includes("ECAPI_SECRET='sk_…'"),
+    'the setup block says where the key id and secret go (the send block reads $ECAPI_KEY_ID and $ECAPI_SECRET)');
+  // The setup before the server starts: what it loads at start, a running server picks up within a second.
+  let key: { key_id: string; secret: string } | undefined;
+  for (const line of lines.filter((l) => l !== exportLine)) {
+    const output = bash(line.replace(/^npx ecapi-ingest /, `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} `));
+    if (line.includes('key create')) key = JSON.parse(output) as { key_id: string; secret: string };
+  }
+  assert.ok(key, 'key create printed the key');
   const server = await startServer({ dataDir });
   try {
     const command = send.replace(
@@ -41,10 +59,8 @@ test("README's signed-sender example stores an event on a real server", async ()
       `--cacert ${join(dataDir, 'tls', 'localhost-cert.pem')} https://127.0.0.1:${server.port}/v1/events`,
     );
     assert.notEqual(command, send, 'the example posts to https://ingest.example.com/v1/events');
-    const output = execFileSync('bash', ['-c', command], {
-      encoding: 'utf8',
-      env: { ...process.env, ECAPI_KEY_ID: keyId, ECAPI_SECRET: secret },
-    });
+    const pasted = exportLine!.replace('key_…', key.key_id).replace('sk_…', key.secret);
+    const output = bash(`${pasted}\n${command}`);
     assert.equal(output.trim(), '{"accepted":1}');
     const records = await exportQueue(dataDir);
     assert.equal(records.length, 1);

@@ -267,7 +267,7 @@ describe('connections', () => {
     assert.match(error, /protocol version|alert|wrong version|ECONNRESET|socket disconnected/i);
   });
 
-  test('a plain-HTTP client gets no HTTP response', async () => {
+  test('a plain-HTTP client gets a readable 400 (use https://), its request never reaches a handler', async () => {
     const b = body('plain-http');
     const received = await new Promise<string>((resolve) => {
       const chunks: Buffer[] = [];
@@ -277,6 +277,13 @@ describe('connections', () => {
       s.on('close', () => resolve(Buffer.concat(chunks).toString('latin1')));
       setTimeout(() => s.destroy(), 5000);
     });
-    assert.doesNotMatch(received, /HTTP\//);
+    // Answered from the connection's first bytes (connection-front.ts, issue 31): no request id,
+    // because no request handler ever saw it; the signed event was not processed.
+    const [answer, ...more] = parseResponses(received);
+    assert.equal(answer?.status, 400, received);
+    assert.equal(answer!.headers.connection, 'close');
+    assert.equal(answer!.headers['x-request-id'], undefined);
+    assert.match(answer!.body, /plain HTTP request sent to the HTTPS port.*use https:\/\//);
+    assert.equal(more.length, 0);
   });
 });

@@ -83,7 +83,7 @@ test('a queue that cannot commit answers 500, readiness turns false, and recover
   assert.equal((await exportQueue(dataDir)).filter((r) => r.event.id === 'during-outage').length, 1);
 });
 
-test('a failing queue is logged at error level once per change of state, not once per 500', { timeout: 60_000 }, async () => {
+test('a failing queue is logged at error level once per change of state, not once per 500', { timeout: 150_000 }, async () => {
   const dir = tempDataDir();
   const own = await provision(dir, ['logged']);
   const single = await startServer({ dataDir: dir, args: ['--workers', '1', '--no-worker'] });

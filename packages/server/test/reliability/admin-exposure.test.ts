@@ -181,6 +181,39 @@ test('failed admin authentications are throttled per client: 429 with Retry-Afte
   }
 });
 
+test('shared address: a guesser on the operator\'s address does not lock the operator out, and gets no more guesses', { timeout: 60_000 }, async () => {
+  const token = `adm-${randomBytes(24).toString('hex')}`;
+  const server = await startServer({ dataDir: tempDataDir(), args: ['--workers', '1', '--no-worker'], extraEnv: { ECAPI_ADMIN_TOKEN: token } });
+  try {
+    const base = `http://127.0.0.1:${server.adminPort}`;
+    const url = `${base}/api/data-sets`;
+    const bearer = (value: string) => ({ headers: { authorization: `Bearer ${value}` } });
+    // The operator uses the token (a script) and logs in to the console, from 127.0.0.1.
+    assert.equal((await fetch(url, bearer(token))).status, 200);
+    const login = await fetch(`${base}/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+    assert.equal(login.status, 200);
+    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    // A guesser on the same address: 10 wrong tokens, then throttled.
+    const statuses: number[] = [];
+    for (let i = 0; i < 20; i++) statuses.push((await fetch(url, bearer(`guess-${i}-${'x'.repeat(32)}`))).status);
+    assert.equal(statuses[statuses.length - 1], 429, statuses.join(','));
+    assert.ok(statuses.filter((s) => s === 401).length <= 11, statuses.join(','));
+    for (let i = 0; i < 5; i++) {
+      // While the guesser keeps failing, the operator's token and console session are still served…
+      assert.equal((await fetch(url, bearer(token))).status, 200, 'the correct token from a client that used it recently');
+      assert.equal((await fetch(url, { headers: { cookie } })).status, 200, 'a valid console session');
+      // …and the guesser's wrong tokens are all answered 429, as before.
+      assert.equal((await fetch(url, bearer(`guess-again-${i}-${'y'.repeat(32)}`))).status, 429);
+    }
+    const relogin = await fetch(`${base}/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+    assert.equal(relogin.status, 200, 'the console login with the correct token');
+    const wrongLogin = await fetch(`${base}/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: `z${token.slice(1)}` }) });
+    assert.equal(wrongLogin.status, 429, 'a wrong login is throttled');
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
 test('DNS rebinding: the admin port refuses a foreign Host with 421 before any route, answers IPs, localhost and allowed names', { timeout: 60_000 }, async () => {
   const dataDir = tempDataDir();
   const server = await startServer({

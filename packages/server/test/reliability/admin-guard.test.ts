@@ -55,6 +55,25 @@ test('bounded: at most maxClients tracked; beyond them, sprayed addresses share 
   }
 });
 
+test('a client that presented the correct token stays verified for 10 minutes; at most 1,000 are kept', () => {
+  let now = 0;
+  const throttle = new AdminAuthThrottle({ perSecond: 1 / 6, burst: 10 }, () => now);
+  try {
+    assert.equal(throttle.recentlyVerified('203.0.113.7'), false);
+    throttle.recordVerified('203.0.113.7');
+    assert.equal(throttle.recentlyVerified('203.0.113.7'), true);
+    assert.equal(throttle.recentlyVerified('::ffff:203.0.113.7'), true, 'v4-mapped is the same client');
+    assert.equal(throttle.recentlyVerified('203.0.113.8'), false);
+    now += 10 * 60_000 + 1;
+    assert.equal(throttle.recentlyVerified('203.0.113.7'), false, 'expired');
+    for (let i = 0; i < 1_001; i++) throttle.recordVerified(`10.0.${i >> 8}.${i & 255}`);
+    assert.equal(throttle.recentlyVerified('10.0.0.0'), false, 'the oldest was evicted');
+    assert.equal(throttle.recentlyVerified('10.0.3.232'), true);
+  } finally {
+    throttle.close();
+  }
+});
+
 test('Host header parsing', () => {
   assert.deepEqual(parseHostHeader('Example.COM.:9464'), { name: 'example.com', port: '9464' });
   assert.deepEqual(parseHostHeader('[::1]:9464'), { name: '::1', port: '9464' });

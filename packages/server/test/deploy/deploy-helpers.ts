@@ -1,0 +1,106 @@
+/**
+ * Helpers of the deploy/ tests: run a command line as a deployment would (the container's
+ * ENTRYPOINT + CMD, the unit's ExecStart) and wait for the service's "listening" log line, run the
+ * image's health check script, and read the Containerfile's instructions.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = fileURLToPath(new URL('../../../../../', import.meta.url));
+export const DEPLOY = `${REPO}deploy/`;
+export const HEALTHCHECK = `${DEPLOY}container/healthcheck.mjs`;
+
+export interface Running {
+  readonly child: ChildProcess;
+  readonly port: number;
+  readonly adminPort: number;
+  output(): string;
+  /** Sends the signal and resolves with the exit code (null when killed by a signal). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Spawns argv with exactly `env` (plus PATH) and waits for the "ecapi-ingest listening" line. */
+export async function runService(argv: readonly string[], env: Record<string, string>, cwd: string): Promise<Running> {
+  const child = spawn(argv[0]!, argv.slice(1), { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.setEncoding('utf8').on('data', (t: string) => (output += t));
+  child.stderr!.setEncoding('utf8').on('data', (t: string) => (output += t));
+  const ports = await new Promise<{ port: number; adminPort: number }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the service did not start:\n${output}`)), 30_000);
+    const onData = () => {
+      const line = output.split('\n').find((l) => l.includes('"ecapi-ingest listening"'));
+      if (!line) return;
+      clearTimeout(timer);
+      child.stdout!.off('data', onData);
+      const parsed = JSON.parse(line) as { port: number; admin_port: number };
+      resolve({ port: parsed.port, adminPort: parsed.admin_port });
+    };
+    child.stdout!.on('data', onData);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the service exited with ${code} before listening:\n${output}`));
+    });
+  });
+  return {
+    child,
+    ...ports,
+    output: () => output,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill(signal);
+      const [code] = (await once(child, 'exit')) as [number | null];
+      return code;
+    },
+  };
+}
+
+/** Runs a health check script as the orchestrator would; its exit status and stderr. */
+export function healthcheck(script: string, env: Record<string, string>): { status: number | null; stderr: string } {
+  const r = spawnSync(process.execPath, [script], { env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8', timeout: 20_000 });
+  return { status: r.status, stderr: r.stderr };
+}
+
+export interface Instruction {
+  readonly keyword: string;
+  readonly args: string;
+}
+
+/** The Containerfile's instructions, in order: comments dropped, continuation lines joined. */
+export function containerfileInstructions(file: string): Instruction[] {
+  const lines = readFileSync(file, 'utf8').split('\n');
+  const joined: string[] = [];
+  let current = '';
+  for (const raw of lines) {
+    const line = raw.trim();
+    if (current === '' && (line === '' || line.startsWith('#'))) continue;
+    if (line.startsWith('#')) continue;
+    current += (current ? ' ' : '') + line.replace(/\\$/, '').trim();
+    if (!line.endsWith('\\')) {
+      joined.push(current);
+      current = '';
+    }
+  }
+  return joined.map((l) => {
+    const m = /^(\S+)\s*(.*)$/.exec(l)!;
+    return { keyword: m[1]!.toUpperCase(), args: m[2]! };
+  });
+}
+
+/** `KEY=value KEY2="v 2"` (ENV) as pairs. */
+export function envPairs(args: string): [string, string][] {
+  return [...args.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S*)/g)].map((m) => [m[1]!, m[2]!.replace(/^"|"$/g, '')]);
+}
+
+/** KEY=value lines of an env file (comments and blank lines skipped), as systemd's EnvironmentFile reads them. */
+export function envFile(file: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const raw of readFileSync(file, 'utf8').split('\n')) {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) continue;
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
+    if (m) out[m[1]!] = m[2]!;
+  }
+  return out;
+}
