@@ -22,6 +22,10 @@ export const DIRECT_VARIABLES: Readonly<Record<string, DirectVariable>> = {
     commands: '`serve`',
     what: 'free space on the data dir\'s file system under this percent is logged (`low free space on the data dir`) and shown red on the console; default 10',
   },
+  ECAPI_DELETION_MIN_FREE_MB: {
+    commands: '`worker` (and the worker `serve` starts)',
+    what: 'a deletion request (`identities forget`, `events delete`) waits, with a warning, while the data dir has less free space than this many MiB (embedded profile); default 8',
+  },
   ECAPI_URL: { flag: '--url', commands: '`send`', what: 'the service\'s base URL (`https://…`, without `/v1/events`)' },
   ECAPI_KEY_ID: { flag: '--key-id', commands: '`send`', what: 'key id' },
   ECAPI_SECRET: { flag: '--secret', commands: '`send`', what: 'signing secret; prefer the variable to the flag (a flag shows in `ps`)' },

@@ -70,6 +70,8 @@ export function deletionJson(r: DeletionRequest) {
     kind: r.kind,
     target_digest: r.targetDigest,
     suppress: r.suppress,
+    // What it covers: events queued up to this sequence number (docs "Data lifecycle").
+    bound_seq: r.boundSeq,
     actor: r.actor,
     requested_at: new Date(r.requestedAt).toISOString(),
     state: r.state,

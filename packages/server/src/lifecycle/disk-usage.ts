@@ -23,7 +23,8 @@ export interface DiskUsage {
 
 const CACHE_MS = 5_000;
 const DATA_SET_CACHE_MS = 60_000;
-const CHECK_EVERY_MS = 30_000;
+/** Often enough that a disk filling at ingest's full rate is warned about before it is full (issue 29). */
+const CHECK_EVERY_MS = 5_000;
 const WARN_AGAIN_MS = 10 * 60_000;
 
 export function lowSpacePercent(env: NodeJS.ProcessEnv = process.env): number {

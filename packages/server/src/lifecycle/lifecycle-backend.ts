@@ -85,10 +85,17 @@ export interface LifecycleStore {
   /** The audit log: every request, newest first (targets of done requests are cleared). */
   audit(dataSetId?: string, limit?: number): Promise<DeletionRequest[]>;
   /**
-   * Claims a pending request for `forMs` (false when another worker holds it): with several workers
-   * (PostgreSQL) one carries a request out; a claim that lapsed (a worker died) is taken over.
+   * Claims a pending request for `forMs`, or renews this worker's claim (false when another live
+   * worker holds it): with several workers (PostgreSQL) one carries a request out. A claim is taken
+   * over at once when its owner is known dead (same host, its process gone: claim-owner.ts), else
+   * when it lapsed (the owner renews it every step while it works).
    */
   claim(id: number, forMs: number): Promise<boolean>;
+  /**
+   * Stores a request's final counts while it stays pending: the deletions are over, what is left
+   * is clearing tallies and truncating WALs; a worker that takes over finds the counts here.
+   */
+  settle(id: number, result: DeletionResult): Promise<void>;
   /** Adds digests to a data set's suppression list (idempotent); returns how many were new. */
   suppress(dataSetId: string, digests: readonly string[], requestId: number): Promise<number>;
   /** Marks a request done with its counts and clears its target (the only clear identifier kept). */
@@ -133,43 +140,73 @@ export interface ViewEraser {
    * go too). `heldMs`: how long the transaction held its write lock (not counting the wait for it).
    */
   expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts & { heldMs: number }>;
-  /** Deletes one record by its key (and its identity when it was the identity's last record). */
-  deleteRecord(dataSetId: string, recordKey: string): Promise<ErasedCounts>;
   /**
-   * Deletes the records whose identity is one of `keys` among the next `limit` records of the data
-   * set after `after` (a cursor: 0 to start). Returns where to go on, or null at the end, and the
+   * Deletes one record by its key (and its identity when it was the identity's last record), if its
+   * first event was queued up to `boundSeq`; counted in the request's tally.
+   */
+  deleteRecord(requestId: number, dataSetId: string, recordKey: string, boundSeq: number): Promise<void>;
+  /**
+   * Deletes the records of the identity (root and absorbed keys) first queued up to `boundSeq` among
+   * the next `limit` records of the data set after `after` (a cursor: 0 to start), counted in the
+   * request's tally in the same transaction. Returns where to go on, or null at the end, and the
    * event ids of the records it deleted (for LifecycleStore.noteDeletedEvents).
    */
-  deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, after: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null; deletedEventIds?: string[] }>;
-  /** Deletes an identity tree (nodes and links) whatever its count, after its records are gone. */
-  deleteIdentity(dataSetId: string, root: string): Promise<ErasedCounts>;
+  deleteIdentityRecords(
+    requestId: number,
+    dataSetId: string,
+    identity: { root: string; keys: ReadonlySet<string> },
+    boundSeq: number,
+    after: number,
+    limit: number,
+  ): Promise<{ next: number | null; deletedEventIds?: string[] }>;
+  /** Deletes an identity tree (nodes and links) once no record of it is left (else keeps it). */
+  deleteIdentity(requestId: number, dataSetId: string, root: string): Promise<void>;
+  /** What the request deleted so far, over every attempt (a worker killed mid-way included). */
+  tally(requestId: number): Promise<ViewTally>;
+  /** Forgets the tally (it names straddling event ids) once the result is stored. */
+  clearTally(requestId: number): Promise<void>;
+  /**
+   * Leaves no old copy of deleted rows where the store keeps them: embedded, the WAL is copied back
+   * and truncated (true when it was); PostgreSQL, a VACUUM of the touched tables.
+   */
+  truncate(): Promise<boolean>;
 }
 
 /**
- * Erases, in a segment's events, those that `match`: each becomes null, so the others keep their
- * sequence numbers (segment-records.ts skips nulls). Returns how many were erased.
+ * A request's deletions in the view: counts, and the records it deleted that had merged an event
+ * queued after the request's bound (their event ids: those queued copies are erased too, so that
+ * view and queue agree), up to `maxSeq`.
  */
-export function eraseMatching(events: (Record<string, unknown> | null)[], match: (event: Record<string, unknown>) => boolean): number {
-  let erased = 0;
-  for (let i = 0; i < events.length; i++) {
-    const event = events[i];
-    if (event !== null && event !== undefined && match(event)) {
-      events[i] = null;
-      erased++;
-    }
-  }
-  return erased;
+export interface ViewTally extends ErasedCounts {
+  readonly maxSeq: number;
+  readonly straddlers: string[];
 }
 
 /** Erasure of queued events (an erased event becomes null in its segment; readers skip it). */
 export interface QueueEraser {
   /**
-   * Erases the matching events of the data set in the next `limit` segments with first_seq in
-   * (afterSeq, boundSeq]. Returns how many events were erased and where to go on (null at the end).
+   * Erases the matching events (`match(event, seq)`) of the data set in the next `limit` segments
+   * with first_seq in (afterSeq, upToSeq], counted in the request's tally in the same transaction.
+   * Returns where to go on (null at the end).
    */
-  erase(dataSetId: string, boundSeq: number, afterSeq: number, limit: number, match: (event: Record<string, unknown>) => boolean): Promise<{ events: number; next: number | null }>;
-  /** Work deferred by one round (the embedded body log's bytes); returns bytes overwritten. */
-  overwritePending(): Promise<number>;
+  erase(
+    requestId: number,
+    dataSetId: string,
+    upToSeq: number,
+    afterSeq: number,
+    limit: number,
+    match: (event: Record<string, unknown>, seq: number) => boolean,
+  ): Promise<{ next: number | null }>;
+  /** Events the request erased so far, over every attempt. */
+  tally(requestId: number): Promise<number>;
+  clearTally(requestId: number): Promise<void>;
+  /**
+   * Overwrites with zeros and syncs every body-log range an erasure left unreferenced at least a
+   * grace period ago (embedded; waits for it when `wait`); returns bytes overwritten.
+   */
+  overwritePending(options?: { wait?: boolean }): Promise<number>;
+  /** As ViewEraser.truncate, for the queue (embedded: queue.db's WAL; PostgreSQL: VACUUM). */
+  truncate(): Promise<boolean>;
 }
 
 /** Bytes per store; `body_log` is 0 on PostgreSQL (no body log). */
@@ -189,6 +226,8 @@ export interface LifecycleBackend {
   applied(dataSetId: string, boundSeq: number): Promise<boolean>;
   /** Bytes each store takes (embedded: its files with their WAL; PostgreSQL: its tables with indexes and TOAST). */
   storeBytes(): Promise<StoreBytes>;
+  /** Free bytes where deletions write (embedded: the environment's directory), or null when not ours to watch (PostgreSQL). */
+  freeBytes(): Promise<number | null>;
   /** Records of a data set in the merged view and the bytes of their events (a scan of the data set's records). */
   dataSetUsage(dataSetId: string): Promise<{ records: number; event_bytes: number }>;
   /** The view eraser of the data set's partition, or null while the view does not exist yet. */

@@ -4,11 +4,28 @@
  * in small transactions with the event loop yielded between them (sqlite-view-eraser.ts says why
  * that is safe next to the partition threads).
  *
- * A deletion request waits until the consumer has applied the queue up to the request's bound (the
+ * A deletion request waits until the consumer has applied the queue up to the request's bound B (the
  * queue's last sequence number when it was made); then every copy of the person's data that existed
  * at request time is in the view, where it is deleted, and in the queue, where it is erased
  * (sqlite-queue-eraser.ts). Suppressed identifiers are added before that wait, so records the
  * consumer applies meanwhile are already dropped (view-applier.ts `suppressed`).
+ *
+ * What a request covers (issue 29, docs "Data lifecycle"): the events queued up to B, in the queue
+ * and in the view alike. A view record whose first event was queued up to B is deleted; one first
+ * queued after B stays, as its queued copy does. A deleted record that had merged a re-send queued
+ * after B (a "straddler") takes that re-send's queued copy with it, so view and queue agree.
+ *
+ * Crash safety (issue 29): the claim names its owner (claim-owner.ts), so a worker restarted after
+ * a SIGKILL takes the request over at once, and renews it at every step. Every deletion is counted
+ * by the transaction that makes it (the erasers' tallies), so the audit log's counts are exact over
+ * all attempts. Order: view records, queue copies (their body-log bytes zeroed and synced),
+ * suppression, the identity tree, then the counts are settled in the request; then the tallies go,
+ * the WALs are truncated, and only then is the request marked done: "done" means no byte is left.
+ *
+ * Space (issue 29): a person's deletion runs in transactions of a few hundred rows with a
+ * checkpoint after each, so the WAL does not grow by the whole deletion; before each step it checks
+ * the data dir's free space and waits (with a warning naming the request) while less than
+ * `minFreeBytes` is free, rather than take the last bytes ingestion needs.
  *
  * Retention: every `everyMs`, per data set, records last updated before now - viewRetentionMs are
  * deleted, EXPIRE_BATCH per transaction, with their identities once those have no record left.
@@ -18,14 +35,25 @@ import type { ControlPlane } from '../control/control-plane.js';
 import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { Logger } from '../observability/logger.js';
-import { addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type LifecycleBackend, SUPPRESSION_REFRESH_MS } from './lifecycle-backend.js';
+import { addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type LifecycleBackend, type ViewEraser, SUPPRESSION_REFRESH_MS } from './lifecycle-backend.js';
 
 /** Records per retention transaction: about 2 ms of the view file's write lock (bench/README.md "Data lifecycle"). */
 export const EXPIRE_BATCH = 100;
 const SCAN_BATCH = 2000;
-/** How long a worker holds a request it carries out before another may take it over (its deletes are idempotent). */
-const CLAIM_MS = 5 * 60_000;
+/**
+ * How long a claim lasts unless renewed; the owner renews it at every step. A claim whose owner is
+ * known dead (same host) is taken over at once; one from another host once it lapsed.
+ */
+const CLAIM_MS = 30_000;
 const QUEUE_PAGE = 50;
+/** Free bytes on the data dir under which a deletion waits (ECAPI_DELETION_MIN_FREE_MB overrides). */
+export const DEFAULT_DELETION_MIN_FREE_BYTES = 8 * 1024 * 1024;
+const SPACE_WAIT_MS = 1000;
+
+export function deletionMinFreeBytes(env: NodeJS.ProcessEnv = process.env): number {
+  const mb = Number(env.ECAPI_DELETION_MIN_FREE_MB);
+  return Number.isFinite(mb) && mb >= 0 && env.ECAPI_DELETION_MIN_FREE_MB !== undefined && env.ECAPI_DELETION_MIN_FREE_MB !== '' ? mb * 1024 * 1024 : DEFAULT_DELETION_MIN_FREE_BYTES;
+}
 
 export interface LifecycleRunnerOptions {
   readonly backend: LifecycleBackend;
@@ -33,12 +61,23 @@ export interface LifecycleRunnerOptions {
   readonly logger: Logger;
   /** How often view retention runs (default one minute). */
   readonly retentionEveryMs?: number;
+  /** A deletion waits while the data dir has less free space than this (default 8 MiB). */
+  readonly minFreeBytes?: number;
 }
+
+class ClaimLost extends Error {}
+/** The worker is stopping: the request stays pending (and claimed by a process about to exit). */
+class Stopping extends Error {}
 
 export class LifecycleRunner {
   readonly #o: LifecycleRunnerOptions;
   readonly #b: LifecycleBackend;
   #lastRetention = Number.NEGATIVE_INFINITY;
+  #stopping = false;
+  #spaceWarnedFor = new Set<number>();
+  readonly #waitReason = new Map<number, string>();
+  /** View erasers whose WAL still holds pages of records retention deleted (truncated at every tick until done). */
+  readonly #walDirty = new Set<ViewEraser>();
 
   constructor(options: LifecycleRunnerOptions) {
     this.#o = options;
@@ -49,25 +88,46 @@ export class LifecycleRunner {
   async tick(nowMs = Date.now()): Promise<void> {
     await this.#b.queue.overwritePending();
     for (const request of await this.#b.store.pending()) {
+      if (this.#stopping) return;
       if (request.suppress) await this.#suppressEarly(request);
-      if (!(await this.#b.applied(request.dataSetId, request.boundSeq))) continue; // not everything it must delete is in the view yet
-      if (!(await this.#b.store.claim(request.id, CLAIM_MS))) continue; // another worker carries it out
-      await this.#carryOut(request);
+      if (!(await this.#b.applied(request.dataSetId, request.boundSeq))) {
+        this.#waiting(request, 'the consumer has not applied the queue up to the request yet');
+        continue; // not everything it must delete is in the view yet
+      }
+      if (!(await this.#b.store.claim(request.id, CLAIM_MS))) {
+        this.#waiting(request, 'another live worker carries it out');
+        continue;
+      }
+      try {
+        await this.#carryOut(request);
+      } catch (error) {
+        if (error instanceof Stopping) return;
+        if (!(error instanceof ClaimLost)) throw error;
+        this.#o.logger.warn({ request_id: request.id }, 'deletion request taken over by another worker');
+      }
     }
     if (nowMs - this.#lastRetention >= (this.#o.retentionEveryMs ?? 60_000)) {
       this.#lastRetention = nowMs;
       await this.#retention(nowMs);
     }
+    // Expired records leave no page image in the WALs either (retried each tick while busy).
+    for (const eraser of [...this.#walDirty]) if (await eraser.truncate()) this.#walDirty.delete(eraser);
   }
 
   /** Until stopped: a tick a second (errors logged, the next tick tries again). */
   async run(stopped: Promise<void>, everyMs = 1000): Promise<void> {
-    let stop = false;
-    void stopped.then(() => (stop = true));
-    while (!stop) {
+    void stopped.then(() => (this.#stopping = true));
+    while (!this.#stopping) {
       await this.tick().catch((error: Error) => this.#o.logger.error({ err: { message: error.message } }, 'data lifecycle round failed'));
       await Promise.race([stopped, new Promise((r) => setTimeout(r, everyMs).unref())]);
     }
+  }
+
+  /** Why a pending request waits, logged once per reason (counts and ids only). */
+  #waiting(request: DeletionRequest, reason: string): void {
+    if (this.#waitReason.get(request.id) === reason) return;
+    this.#waitReason.set(request.id, reason);
+    this.#o.logger.info({ request_id: request.id, data_set_id: request.dataSetId, reason }, 'deletion request waiting');
   }
 
   /** The requested identifier is suppressed at once (its identity's other identifiers once resolved). */
@@ -75,61 +135,112 @@ export class LifecycleRunner {
     if (request.kind === 'forget_identifier' && request.target !== null) await this.#b.store.suppress(request.dataSetId, [request.targetDigest], request.id);
   }
 
+  /** Before each step: renew the claim, and wait while the data dir is nearly full. */
+  async #step(request: DeletionRequest): Promise<void> {
+    const min = this.#o.minFreeBytes ?? deletionMinFreeBytes();
+    for (;;) {
+      if (this.#stopping) throw new Stopping();
+      if (!(await this.#b.store.claim(request.id, CLAIM_MS))) throw new ClaimLost();
+      const free = await this.#b.freeBytes();
+      if (free === null || free >= min) return;
+      if (!this.#spaceWarnedFor.has(request.id)) {
+        this.#spaceWarnedFor.add(request.id);
+        this.#o.logger.warn(
+          { request_id: request.id, free_bytes: free, min_free_bytes: min },
+          'deletion request paused: too little free space on the data dir; it goes on by itself once space is freed (add disk or shorten retention; ECAPI_DELETION_MIN_FREE_MB)',
+        );
+      }
+      await new Promise((r) => setTimeout(r, SPACE_WAIT_MS));
+    }
+  }
+
   async #carryOut(request: DeletionRequest): Promise<void> {
-    const { dataSetId } = request;
+    const { dataSetId, id, boundSeq } = request;
     const eraser = await this.#b.viewEraser(dataSetId);
-    const view = zeroCounts();
-    let identifiers: string[] = [];
-    let match: (event: Record<string, unknown>) => boolean;
-    if (request.kind === 'delete_event') {
-      const id = request.target!;
-      if (eraser) addCounts(view, await eraser.deleteRecord(dataSetId, recordKeyForId(id)));
-      await this.#b.store.noteDeletedEvents(dataSetId, [id], request.id); // `events get` says it was deleted
-      match = (event) => event.id === id;
-    } else {
-      const target = request.target!;
-      const identity = (await eraser?.findIdentity(dataSetId, request.kind === 'forget_identifier' ? { identifier: target } : { identityKey: target })) ?? null;
-      identifiers = identity ? identity.identifiers : request.kind === 'forget_identifier' ? [target] : [];
-      if (identity && eraser) {
-        const keys = new Set(identity.keys);
+    // Counts settled by an earlier attempt: its deletions are over, only the clean-up is left.
+    let result = request.result;
+    const before = eraser ? await eraser.tally(id) : zeroCounts();
+    // Counts only. `resumed`: an earlier attempt (a worker that died) had deleted part of it.
+    this.#o.logger.info(
+      { request_id: id, data_set_id: dataSetId, kind: request.kind, resumed: result !== null || before.records + before.identities > 0 || (await this.#b.queue.tally(id)) > 0 },
+      'deletion request started',
+    );
+    if (result === null) {
+      await this.#step(request);
+      let identifiers: string[] = [];
+      let base: (event: Record<string, unknown>) => boolean;
+      let root: string | null = null;
+      if (request.kind === 'delete_event') {
+        const target = request.target!;
+        if (eraser) await eraser.deleteRecord(id, dataSetId, recordKeyForId(target), boundSeq);
+        await this.#b.store.noteDeletedEvents(dataSetId, [target], id); // `events get` says it was deleted
+        base = (event) => event.id === target;
+      } else {
+        const target = request.target!;
+        const identity = (await eraser?.findIdentity(dataSetId, request.kind === 'forget_identifier' ? { identifier: target } : { identityKey: target })) ?? null;
+        identifiers = identity ? identity.identifiers : request.kind === 'forget_identifier' ? [target] : [];
+        if (identity && eraser) {
+          root = identity.root;
+          const keys = new Set(identity.keys);
+          let after: number | null = 0;
+          while (after !== null) {
+            await this.#step(request);
+            const step = await eraser.deleteIdentityRecords(id, dataSetId, { root, keys }, boundSeq, after, SCAN_BATCH);
+            await this.#b.store.noteDeletedEvents(dataSetId, step.deletedEventIds ?? [], id); // `events get` says it was deleted
+            after = step.next;
+            await yieldLoop();
+          }
+        }
+        const wanted = new Set(identifiers);
+        base = (event) => identifiersOf(normalizeEvent(event as never)).some((i) => wanted.has(i));
+      }
+      // The queue: copies up to the bound, and re-sends merged after it into a deleted record.
+      const tally = eraser ? await eraser.tally(id) : null;
+      const straddlers = new Set(tally?.straddlers ?? []);
+      const match = (event: Record<string, unknown>, seq: number) => (seq <= boundSeq ? base(event) : straddlers.has(event.id as string));
+      if (request.kind !== 'forget_identity' || identifiers.length > 0 || straddlers.size > 0) {
+        const upTo = Math.max(boundSeq, tally?.maxSeq ?? 0);
         let after: number | null = 0;
         while (after !== null) {
-          const step = await eraser.deleteIdentityRecords(dataSetId, keys, after, SCAN_BATCH);
-          addCounts(view, step.counts);
-          await this.#b.store.noteDeletedEvents(dataSetId, step.deletedEventIds ?? [], request.id);
-          after = step.next;
+          await this.#step(request);
+          after = (await this.#b.queue.erase(id, dataSetId, upTo, after, QUEUE_PAGE, match)).next;
           await yieldLoop();
         }
-        addCounts(view, await eraser.deleteIdentity(dataSetId, identity.root));
       }
-      const wanted = new Set(identifiers);
-      match = (event) => identifiersOf(normalizeEvent(event as never)).some((i) => wanted.has(i));
-    }
-    let queueEvents = 0;
-    if (request.kind !== 'forget_identity' || identifiers.length > 0) {
-      let after: number | null = 0;
-      while (after !== null) {
-        const step = await this.#b.queue.erase(dataSetId, request.boundSeq, after, QUEUE_PAGE, match);
-        queueEvents += step.events;
-        after = step.next;
-        await yieldLoop();
+      // Body-log bytes of rewritten segments: zeroed and synced before the request can be done.
+      await this.#b.queue.overwritePending({ wait: true });
+      if (request.suppress && identifiers.length > 0) {
+        await this.#b.store.suppress(dataSetId, await Promise.all(identifiers.map((i) => this.#b.store.digest(dataSetId, i))), request.id);
+        // Done only once every consumer has looked for the new list (SUPPRESSION_REFRESH_MS).
+        await new Promise((r) => setTimeout(r, 2 * SUPPRESSION_REFRESH_MS));
       }
+      // The identity tree last: a worker that takes over after this still finds it above.
+      if (root !== null && eraser) await eraser.deleteIdentity(id, dataSetId, root);
+      const view: ErasedCounts = eraser ? await eraser.tally(id) : zeroCounts();
+      result = {
+        view_records: view.records,
+        identities: view.identities,
+        identifier_links: view.links,
+        queue_events: await this.#b.queue.tally(id),
+        suppressed_identifiers: request.suppress ? identifiers.length : 0,
+      };
+      await this.#b.store.settle(id, result);
     }
-    if (request.suppress && identifiers.length > 0) {
-      await this.#b.store.suppress(dataSetId, await Promise.all(identifiers.map((i) => this.#b.store.digest(dataSetId, i))), request.id);
-      // Done only once every consumer has looked for the new list (SUPPRESSION_REFRESH_MS).
-      await new Promise((r) => setTimeout(r, 2 * SUPPRESSION_REFRESH_MS));
-    }
-    const result: DeletionResult = {
-      view_records: view.records,
-      identities: view.identities,
-      identifier_links: view.links,
-      queue_events: queueEvents,
-      suppressed_identifiers: request.suppress ? identifiers.length : 0,
-    };
-    await this.#b.store.complete(request.id, result);
+    await this.#finish(request, eraser, result);
+  }
+
+  /** The tallies go, the WALs are truncated (no old page image left), then the request is done. */
+  async #finish(request: DeletionRequest, eraser: ViewEraser | null, result: DeletionResult): Promise<void> {
+    const { id, dataSetId } = request;
+    if (eraser) await eraser.clearTally(id);
+    await this.#b.queue.clearTally(id);
+    if (eraser && !(await eraser.truncate())) throw new Error('the view WAL could not be truncated yet (busy); the request is finished next round');
+    if (!(await this.#b.queue.truncate())) throw new Error('the queue WAL could not be truncated yet (busy); the request is finished next round');
+    await this.#b.store.complete(id, result);
+    this.#spaceWarnedFor.delete(id);
+    this.#waitReason.delete(id);
     // Counts only: never the target, an identifier or a digest.
-    this.#o.logger.info({ request_id: request.id, data_set_id: dataSetId, kind: request.kind, ...result }, 'deletion request done');
+    this.#o.logger.info({ request_id: id, data_set_id: dataSetId, kind: request.kind, ...result }, 'deletion request done');
   }
 
   async #retention(nowMs: number): Promise<void> {
@@ -148,6 +259,7 @@ export class LifecycleRunner {
         heldMs += counts.heldMs;
         transactions++;
         addCounts(total, counts);
+        if (counts.records > 0) this.#walDirty.add(eraser);
         await yieldLoop();
         if (counts.records < EXPIRE_BATCH) break;
       }

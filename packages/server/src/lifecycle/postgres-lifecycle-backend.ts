@@ -59,6 +59,11 @@ export class PostgresLifecycleBackend implements LifecycleBackend {
     return sizes;
   }
 
+  /** The database server's disk is watched with its own monitoring (docs/SECURITY.md). */
+  async freeBytes(): Promise<number | null> {
+    return null;
+  }
+
   async dataSetUsage(dataSetId: string): Promise<{ records: number; event_bytes: number }> {
     const { rows } = await this.#pool.query<{ records: string; event_bytes: string | null }>(
       'SELECT count(*) AS records, sum(pg_column_size(event)) AS event_bytes FROM view_records WHERE data_set_id = $1',
@@ -71,5 +76,8 @@ export class PostgresLifecycleBackend implements LifecycleBackend {
     return this.#view;
   }
 
-  async close(): Promise<void> {}
+  /** Releases the claims (advisory locks) this process holds. */
+  async close(): Promise<void> {
+    await this.store.close();
+  }
 }

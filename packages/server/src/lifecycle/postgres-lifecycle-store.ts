@@ -6,7 +6,7 @@
  * suppression, so that consumers reload the list only when it changed.
  */
 import { randomBytes } from 'node:crypto';
-import { inTransaction, type Pool } from '../postgres/database.js';
+import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import { eventDigest, identifierDigest, suppressionDigest, targetDigest } from './identifier-digest.js';
 import {
   deletionRequestOf,
@@ -19,6 +19,51 @@ import {
   SUPPRESSION_REFRESH_MS,
 } from './lifecycle-backend.js';
 import { SuppressionSet } from './suppression-set.js';
+
+/**
+ * A request's running tally while it is carried out (issue 29), kept in its `result` column with
+ * `partial: true` (no schema change) and updated by the very transaction that deletes, so counts
+ * are exact across a worker that died and the one that took over. Read back as "no result yet".
+ * `straddlers` names event ids (records merged after the bound): `settle` replaces the tally with
+ * the final counts, and the old row version goes with the VACUUM of `complete`.
+ */
+export interface PgTally {
+  view_records: number;
+  identities: number;
+  identifier_links: number;
+  queue_events: number;
+  max_seq: number;
+  straddlers: string[];
+}
+
+const emptyTally = (): PgTally => ({ view_records: 0, identities: 0, identifier_links: 0, queue_events: 0, max_seq: 0, straddlers: [] });
+
+export async function readPgTally(db: PoolClient | Pool, requestId: number, lock = false): Promise<PgTally> {
+  const { rows } = await db.query<{ result: string | null }>(`SELECT result FROM deletion_requests WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [requestId]);
+  const parsed = rows[0]?.result ? (JSON.parse(rows[0].result) as Partial<PgTally> & { partial?: boolean }) : null;
+  return parsed?.partial ? { ...emptyTally(), ...parsed } : emptyTally();
+}
+
+/** Adds to the tally inside the caller's transaction (the row is locked until it commits). */
+export async function addPgTally(db: PoolClient, requestId: number, delta: Partial<PgTally>): Promise<void> {
+  const t = await readPgTally(db, requestId, true);
+  const next = {
+    partial: true,
+    view_records: t.view_records + (delta.view_records ?? 0),
+    identities: t.identities + (delta.identities ?? 0),
+    identifier_links: t.identifier_links + (delta.identifier_links ?? 0),
+    queue_events: t.queue_events + (delta.queue_events ?? 0),
+    max_seq: Math.max(t.max_seq, delta.max_seq ?? 0),
+    straddlers: [...new Set([...t.straddlers, ...(delta.straddlers ?? [])])],
+  };
+  await db.query("UPDATE deletion_requests SET result = $2 WHERE id = $1 AND state = 'pending'", [requestId, JSON.stringify(next)]);
+}
+
+/** A row as the runner sees it: a running tally is no result yet. */
+function requestOf(row: DeletionRequestRow): DeletionRequest {
+  const request = deletionRequestOf(row);
+  return request.result && (request.result as unknown as { partial?: boolean }).partial ? { ...request, result: null } : request;
+}
 
 /** The digest key, created by the first process that needs it (every process reads the same row). */
 async function digestKey(pool: Pool): Promise<Buffer> {
@@ -48,17 +93,17 @@ export class PostgresLifecycleStore implements LifecycleStore {
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending') RETURNING *`,
       [input.dataSetId, input.kind, input.target, targetDigest(await this.#digestKey(), input.dataSetId, input.kind, input.target), input.suppress, input.boundSeq, input.actor, input.nowMs ?? Date.now()],
     );
-    return deletionRequestOf(rows[0]!);
+    return requestOf(rows[0]!);
   }
 
   async get(id: number): Promise<DeletionRequest | null> {
     const { rows } = await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests WHERE id = $1', [id]);
-    return rows[0] ? deletionRequestOf(rows[0]) : null;
+    return rows[0] ? requestOf(rows[0]) : null;
   }
 
   async pending(): Promise<DeletionRequest[]> {
     const { rows } = await this.#pool.query<DeletionRequestRow>("SELECT * FROM deletion_requests WHERE state = 'pending' ORDER BY id");
-    return rows.map(deletionRequestOf);
+    return rows.map(requestOf);
   }
 
   async audit(dataSetId?: string, limit = 1000): Promise<DeletionRequest[]> {
@@ -66,15 +111,62 @@ export class PostgresLifecycleStore implements LifecycleStore {
       dataSetId === undefined
         ? await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests ORDER BY id DESC LIMIT $1', [limit])
         : await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests WHERE data_set_id = $1 ORDER BY id DESC LIMIT $2', [dataSetId, limit]);
-    return rows.map(deletionRequestOf);
+    return rows.map(requestOf);
   }
 
+  /** Requests this process holds, each by a session advisory lock on a connection of its own. */
+  readonly #held = new Map<number, PoolClient>();
+
+  /**
+   * A claim is a session-level advisory lock (keyed by the environment's schema and the request id)
+   * held on a connection of its own for as long as this process carries the request out: if the
+   * process dies, even by SIGKILL, its connection closes and PostgreSQL releases the lock at once,
+   * so another worker takes the request over immediately (issue 29: a lease of minutes held it).
+   * `forMs` is kept in claimed_until for operators only.
+   */
   async claim(id: number, forMs: number, nowMs = Date.now()): Promise<boolean> {
-    const { rowCount } = await this.#pool.query(
-      "UPDATE deletion_requests SET claimed_until = $1 WHERE id = $2 AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < $3)",
-      [nowMs + forMs, id, nowMs],
-    );
-    return rowCount === 1;
+    const held = this.#held.get(id);
+    if (held) {
+      const { rowCount } = await held.query("UPDATE deletion_requests SET claimed_until = $1 WHERE id = $2 AND state = 'pending'", [nowMs + forMs, id]);
+      if (rowCount === 1) return true;
+      await this.#release(id);
+      return false;
+    }
+    const client = await this.#pool.connect();
+    let locked = false;
+    try {
+      const { rows } = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock(hashtext(current_schema() || ':deletion_requests'), $1::int) AS locked", [id]);
+      locked = rows[0]!.locked;
+      if (locked) {
+        const { rowCount } = await client.query("UPDATE deletion_requests SET claimed_until = $1 WHERE id = $2 AND state = 'pending'", [nowMs + forMs, id]);
+        if (rowCount === 1) {
+          this.#held.set(id, client);
+          return true;
+        }
+      }
+    } catch (error) {
+      client.release(true);
+      throw error;
+    }
+    if (locked) await client.query("SELECT pg_advisory_unlock(hashtext(current_schema() || ':deletion_requests'), $1::int)", [id]).catch(() => undefined);
+    client.release();
+    return false;
+  }
+
+  async #release(id: number): Promise<void> {
+    const client = this.#held.get(id);
+    if (!client) return;
+    this.#held.delete(id);
+    try {
+      await client.query("SELECT pg_advisory_unlock(hashtext(current_schema() || ':deletion_requests'), $1::int)", [id]);
+      client.release();
+    } catch {
+      client.release(true); // a broken connection: its session (and lock) end with it
+    }
+  }
+
+  async settle(id: number, result: DeletionResult): Promise<void> {
+    await this.#pool.query("UPDATE deletion_requests SET result = $2 WHERE id = $1 AND state = 'pending'", [id, JSON.stringify(result)]);
   }
 
   async suppress(dataSetId: string, digests: readonly string[], requestId: number, nowMs = Date.now()): Promise<number> {
@@ -91,6 +183,11 @@ export class PostgresLifecycleStore implements LifecycleStore {
 
   async complete(id: number, result: DeletionResult, nowMs = Date.now()): Promise<void> {
     await this.#pool.query("UPDATE deletion_requests SET state = 'done', done_at = $1, result = $2, target = NULL WHERE id = $3", [nowMs, JSON.stringify(result), id]);
+    await this.#release(id);
+    // The old row versions (the target in clear, a tally naming event ids) are dead tuples: VACUUM
+    // makes their space reusable now rather than at autovacuum's pace (docs/SECURITY.md says what
+    // it does not do: overwrite the bytes, or reach the WAL and backups).
+    await this.#pool.query('VACUUM deletion_requests');
   }
 
   async noteDeletedEvents(dataSetId: string, eventIds: readonly string[], requestId: number): Promise<void> {
@@ -111,10 +208,12 @@ export class PostgresLifecycleStore implements LifecycleStore {
        LIMIT 1`,
       [dataSetId, eventDigest(key, dataSetId, eventId), identifierDigest(key, dataSetId, eventId)],
     );
-    return rows[0] ? deletionRequestOf(rows[0]) : null;
+    return rows[0] ? requestOf(rows[0]) : null;
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    for (const id of [...this.#held.keys()]) await this.#release(id);
+  }
 }
 
 /** The suppression list of a PostgreSQL consumer: reloaded when `lifecycle_meta.version` moved. */

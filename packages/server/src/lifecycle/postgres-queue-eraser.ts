@@ -5,13 +5,17 @@
  * through the (part, first_seq) index of the data set's queue partition and decoded without a
  * lock; each UPDATE is a row lock on one segment, which ingestion (inserts only) never waits for.
  *
- * The old row version is a dead tuple until (auto)vacuum; its bytes are overwritten when the page
- * space is reused. There is no body log on this profile.
+ * The old row version is a dead tuple until (auto)vacuum; `truncate` runs VACUUM on queue_segments
+ * after a request (issue 29); its bytes are overwritten when the page space is reused. There is no
+ * body log on this profile. Each UPDATE adds its count to the request's tally in the same
+ * transaction (postgres-lifecycle-store.ts), exact across takeovers.
  */
 import { segmentEvents } from '../queue/segment-records.js';
-import type { Pool } from '../postgres/database.js';
+import { inTransaction, type Pool } from '../postgres/database.js';
 import { partitionOf } from '../postgres/partitions.js';
-import { eraseMatching, type QueueEraser } from './lifecycle-backend.js';
+import type { QueueEraser } from './lifecycle-backend.js';
+import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
+import { vacuum } from './postgres-view-eraser.js';
 
 export class PostgresQueueEraser implements QueueEraser {
   readonly #pool: Pool;
@@ -21,39 +25,62 @@ export class PostgresQueueEraser implements QueueEraser {
   }
 
   async erase(
+    requestId: number,
     dataSetId: string,
-    boundSeq: number,
+    upToSeq: number,
     afterSeq: number,
     limit: number,
-    match: (event: Record<string, unknown>) => boolean,
-  ): Promise<{ events: number; next: number | null }> {
+    match: (event: Record<string, unknown>, seq: number) => boolean,
+  ): Promise<{ next: number | null }> {
     const { rows } = await this.#pool.query<{ first_seq: string; raw: boolean; events: string }>(
       `SELECT first_seq, raw, events FROM queue_segments WHERE part = $1 AND data_set_id = $2 AND first_seq > $3 AND first_seq <= $4
        ORDER BY first_seq LIMIT $5`,
-      [partitionOf(dataSetId), dataSetId, afterSeq, boundSeq, limit],
+      [partitionOf(dataSetId), dataSetId, afterSeq, upToSeq, limit],
     );
     let erased = 0;
     const seqs: string[] = [];
     const texts: string[] = [];
     for (const row of rows) {
       const events = segmentEvents(row.raw ? Buffer.from(row.events, 'utf8') : row.events) as (Record<string, unknown> | null)[];
-      const changed = eraseMatching(events, match);
+      const first = Number(row.first_seq);
+      let changed = 0;
+      for (let i = 0; i < events.length; i++) {
+        const event = events[i];
+        if (event !== null && event !== undefined && match(event, first + i)) {
+          events[i] = null;
+          changed++;
+        }
+      }
       if (changed === 0) continue;
       erased += changed;
       seqs.push(row.first_seq);
       texts.push(JSON.stringify(events));
     }
     if (seqs.length > 0) {
-      await this.#pool.query(
-        `UPDATE queue_segments q SET events = u.events, raw = false FROM unnest($1::bigint[], $2::text[]) AS u(first_seq, events)
-         WHERE q.first_seq = u.first_seq`,
-        [seqs, texts],
-      );
+      await inTransaction(this.#pool, async (db) => {
+        await db.query(
+          `UPDATE queue_segments q SET events = u.events, raw = false FROM unnest($1::bigint[], $2::text[]) AS u(first_seq, events)
+           WHERE q.first_seq = u.first_seq`,
+          [seqs, texts],
+        );
+        await addPgTally(db, requestId, { queue_events: erased });
+      });
     }
-    return { events: erased, next: rows.length < limit ? null : Number(rows[rows.length - 1]!.first_seq) };
+    return { next: rows.length < limit ? null : Number(rows[rows.length - 1]!.first_seq) };
   }
+
+  async tally(requestId: number): Promise<number> {
+    return (await readPgTally(this.#pool, requestId)).queue_events;
+  }
+
+  async clearTally(): Promise<void> {}
 
   async overwritePending(): Promise<number> {
     return 0;
+  }
+
+  async truncate(): Promise<boolean> {
+    await vacuum(this.#pool, ['queue_segments']);
+    return true;
   }
 }

@@ -5,14 +5,33 @@
  * if it touches the same rows (a record being deleted), for one short transaction.
  *
  * Space: deleted rows are dead tuples until (auto)vacuum marks their space free; later inserts
- * reuse it, so the tables stop growing once retention deletes as much as comes in.
+ * reuse it, so the tables stop growing once retention deletes as much as comes in. After a person's
+ * deletion, `truncate` runs VACUUM on the view's tables (issue 29): the dead row versions leave
+ * the tables' visible space now; their bytes stay in the data files until the space is reused, and
+ * in the server's WAL, archives and backups until those expire (docs/SECURITY.md).
+ *
+ * Counts (issue 29): each transaction that deletes for a request adds to its tally in the same
+ * transaction (postgres-lifecycle-store.ts addPgTally), so they are exact across takeovers.
  */
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
-import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser } from './lifecycle-backend.js';
+import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
 
 interface RecordIdentityRow {
   record_key: string;
   identity_key: string | null;
+}
+
+/** VACUUM of `tables` on a connection of its own, without the pool's statement timeout (a large table takes long). */
+export async function vacuum(pool: Pool, tables: readonly string[]): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('SET statement_timeout = 0');
+    await client.query(`VACUUM ${tables.join(', ')}`);
+  } finally {
+    await client.query('RESET statement_timeout').catch(() => undefined);
+    client.release();
+  }
 }
 
 async function rootOf(db: PoolClient | Pool, dataSetId: string, key: string): Promise<string | null> {
@@ -89,37 +108,81 @@ export class PostgresViewEraser implements ViewEraser {
     return { ...counts, heldMs: performance.now() - started };
   }
 
-  async deleteRecord(dataSetId: string, recordKey: string): Promise<ErasedCounts> {
-    const counts = zeroCounts();
+  async deleteRecord(requestId: number, dataSetId: string, recordKey: string, boundSeq: number): Promise<void> {
     await inTransaction(this.#pool, async (db) => {
-      const { rows } = await db.query<RecordIdentityRow>(
-        'SELECT record_key, identity_key FROM view_records WHERE data_set_id = $1 AND record_key = $2 FOR UPDATE',
+      const { rows } = await db.query<RecordIdentityRow & { first_seq: string; last_seq: string; event_id: string | null }>(
+        'SELECT record_key, identity_key, first_seq, last_seq, event_id FROM view_records WHERE data_set_id = $1 AND record_key = $2 FOR UPDATE',
         [dataSetId, recordKey],
       );
-      if (rows[0]) await dropRecord(db, dataSetId, rows[0], counts);
+      const row = rows[0];
+      if (!row || Number(row.first_seq) > boundSeq) return; // first queued after the request: not covered
+      const counts = zeroCounts();
+      await dropRecord(db, dataSetId, row, counts);
+      const straddles = Number(row.last_seq) > boundSeq && row.event_id !== null;
+      await addPgTally(db, requestId, {
+        view_records: counts.records,
+        identities: counts.identities,
+        identifier_links: counts.links,
+        ...(straddles ? { max_seq: Number(row.last_seq), straddlers: [row.event_id!] } : {}),
+      });
     });
-    return counts;
   }
 
-  /** The cursor is first_seq (unique per record), read through the (data_set_id, first_seq) index. */
-  async deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, after: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null; deletedEventIds: string[] }> {
-    const counts = zeroCounts();
-    const { rows } = await this.#pool.query<{ first_seq: string; n: string }>(
-      `WITH page AS (SELECT record_key, identity_key, first_seq FROM view_records WHERE data_set_id = $1 AND first_seq > $2 ORDER BY first_seq LIMIT $3),
-            gone AS (DELETE FROM view_records v USING page p WHERE v.data_set_id = $1 AND v.record_key = p.record_key AND p.identity_key = ANY($4::text[]) RETURNING v.record_key)
-       SELECT (SELECT max(first_seq) FROM page) AS first_seq, (SELECT count(*) FROM page) AS n, (SELECT count(*) FROM gone) AS gone,
-              (SELECT coalesce(array_agg(record_key), '{}') FROM gone) AS keys`,
-      [dataSetId, after, limit, [...keys]],
-    );
-    const row = rows[0] as unknown as { first_seq: string | null; n: string; gone: string; keys: string[] };
-    counts.records = Number(row.gone);
-    const deletedEventIds = row.keys.filter((key) => key.startsWith('id:')).map((key) => key.slice(3));
-    return { counts, next: Number(row.n) < limit || row.first_seq === null ? null : Number(row.first_seq), deletedEventIds };
+  /** The cursor is first_seq (unique per record), read through the (data_set_id, first_seq) index up to the bound. */
+  async deleteIdentityRecords(
+    requestId: number,
+    dataSetId: string,
+    identity: { root: string; keys: ReadonlySet<string> },
+    boundSeq: number,
+    after: number,
+    limit: number,
+  ): Promise<{ next: number | null; deletedEventIds: string[] }> {
+    return inTransaction(this.#pool, async (db) => {
+      const { rows } = await db.query<{ first_seq: string | null; n: string; gone: { last_seq: string; event_id: string | null; record_key: string }[] | null }>(
+        `WITH page AS (SELECT record_key, identity_key, first_seq FROM view_records WHERE data_set_id = $1 AND first_seq > $2 AND first_seq <= $5 ORDER BY first_seq LIMIT $3),
+              gone AS (DELETE FROM view_records v USING page p WHERE v.data_set_id = $1 AND v.record_key = p.record_key AND p.identity_key = ANY($4::text[])
+                       RETURNING v.last_seq, v.event_id, v.record_key)
+         SELECT (SELECT max(first_seq) FROM page) AS first_seq, (SELECT count(*) FROM page) AS n,
+                (SELECT json_agg(json_build_object('last_seq', last_seq, 'event_id', event_id, 'record_key', record_key)) FROM gone) AS gone`,
+        [dataSetId, after, limit, [...identity.keys], boundSeq],
+      );
+      const row = rows[0]!;
+      const gone = row.gone ?? [];
+      const straddlers = gone.filter((g) => Number(g.last_seq) > boundSeq && g.event_id !== null);
+      if (gone.length > 0) {
+        await db.query('UPDATE identity_nodes SET event_count = event_count - $3 WHERE data_set_id = $1 AND identity_key = $2', [dataSetId, identity.root, gone.length]);
+        await addPgTally(db, requestId, {
+          view_records: gone.length,
+          max_seq: Math.max(0, ...straddlers.map((g) => Number(g.last_seq))),
+          straddlers: straddlers.map((g) => g.event_id!),
+        });
+      }
+      const deletedEventIds = gone.filter((g) => g.record_key.startsWith('id:')).map((g) => g.record_key.slice(3));
+      return { next: Number(row.n) < limit || row.first_seq === null ? null : Number(row.first_seq), deletedEventIds };
+    });
   }
 
-  async deleteIdentity(dataSetId: string, root: string): Promise<ErasedCounts> {
-    const counts = zeroCounts();
-    await inTransaction(this.#pool, (db) => dropIdentity(db, dataSetId, root, counts));
-    return counts;
+  async deleteIdentity(requestId: number, dataSetId: string, root: string): Promise<void> {
+    await inTransaction(this.#pool, async (db) => {
+      const { rows } = await db.query<{ event_count: number }>('SELECT event_count FROM identity_nodes WHERE data_set_id = $1 AND identity_key = $2 FOR UPDATE', [dataSetId, root]);
+      // Records first queued after the request keep the identity (and its links) alive.
+      if (!rows[0] || rows[0].event_count > 0) return;
+      const counts = zeroCounts();
+      await dropIdentity(db, dataSetId, root, counts);
+      await addPgTally(db, requestId, { identities: counts.identities, identifier_links: counts.links });
+    });
+  }
+
+  async tally(requestId: number): Promise<ViewTally> {
+    const t = await readPgTally(this.#pool, requestId);
+    return { records: t.view_records, identities: t.identities, links: t.identifier_links, maxSeq: t.max_seq, straddlers: t.straddlers };
+  }
+
+  /** The tally is replaced by the final counts (settle): nothing to clear here. */
+  async clearTally(): Promise<void> {}
+
+  async truncate(): Promise<boolean> {
+    await vacuum(this.#pool, ['view_records', 'identity_nodes', 'identity_identifiers']);
+    return true;
   }
 }

@@ -4,6 +4,7 @@
  */
 import Database from 'better-sqlite3';
 import { existsSync, readdirSync, statSync, type Dirent } from 'node:fs';
+import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { environmentDir, queueDbFile, viewDbFile, type Environment } from '../config.js';
 import { partitionOf } from '../consumer/data-set-partition.js';
@@ -103,6 +104,15 @@ export class SqliteLifecycleBackend implements LifecycleBackend {
       if (store) sizes[store] += fileBytes(path);
     }
     return sizes;
+  }
+
+  async freeBytes(): Promise<number | null> {
+    try {
+      const fs = await statfs(environmentDir(this.#dataDir, this.#env));
+      return fs.bavail * fs.bsize;
+    } catch {
+      return null;
+    }
   }
 
   async dataSetUsage(dataSetId: string): Promise<{ records: number; event_bytes: number }> {

@@ -20,7 +20,9 @@ import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { prepareDatabaseFile } from '../fs/durable-files.js';
+import { ownerIsDead, SELF_OWNER } from './claim-owner.js';
 import { eventDigest, identifierDigest, suppressionDigest, targetDigest } from './identifier-digest.js';
+import { truncateWal } from '../fs/wal-truncation.js';
 import {
   deletionRequestOf,
   type DeletionRequest,
@@ -87,6 +89,15 @@ export class SqliteLifecycleStore implements LifecycleStore {
     // Deleted rows (cleared targets) are overwritten with zeros, not left in free pages.
     this.#db.pragma('secure_delete = ON');
     this.#db.exec(LIFECYCLE_SCHEMA);
+    // Who holds a claim (claim-owner.ts), on files created before it existed too.
+    const columns = this.#db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('deletion_requests') as string[];
+    if (!columns.includes('claimed_by')) {
+      try {
+        this.#db.exec('ALTER TABLE deletion_requests ADD COLUMN claimed_by TEXT');
+      } catch (error) {
+        if (!/duplicate column/.test((error as Error).message)) throw error; // another process added it meanwhile
+      }
+    }
     this.#db.prepare('INSERT OR IGNORE INTO lifecycle_meta (id, digest_key, version) VALUES (1, ?, 0)').run(randomBytes(32));
     this.#key = this.#db.prepare('SELECT digest_key FROM lifecycle_meta WHERE id = 1').pluck().get() as Buffer;
   }
@@ -125,11 +136,21 @@ export class SqliteLifecycleStore implements LifecycleStore {
     return (rows as DeletionRequestRow[]).map(deletionRequestOf);
   }
 
-  async claim(id: number, forMs: number, nowMs = Date.now()): Promise<boolean> {
-    const { changes } = this.#db
-      .prepare("UPDATE deletion_requests SET claimed_until = ? WHERE id = ? AND state = 'pending' AND (claimed_until IS NULL OR claimed_until < ?)")
-      .run(nowMs + forMs, id, nowMs);
-    return changes === 1;
+  async claim(id: number, forMs: number, nowMs = Date.now(), owner = SELF_OWNER): Promise<boolean> {
+    return this.#db.transaction(() => {
+      const row = this.#db.prepare('SELECT state, claimed_until, claimed_by FROM deletion_requests WHERE id = ?').get(id) as
+        | { state: string; claimed_until: number | null; claimed_by: string | null }
+        | undefined;
+      if (!row || row.state !== 'pending') return false;
+      const free = row.claimed_until === null || row.claimed_until < nowMs || row.claimed_by === owner || ownerIsDead(row.claimed_by);
+      if (!free) return false;
+      this.#db.prepare('UPDATE deletion_requests SET claimed_until = ?, claimed_by = ? WHERE id = ?').run(nowMs + forMs, owner, id);
+      return true;
+    }).immediate();
+  }
+
+  async settle(id: number, result: DeletionResult): Promise<void> {
+    this.#db.prepare("UPDATE deletion_requests SET result = ? WHERE id = ? AND state = 'pending'").run(JSON.stringify(result), id);
   }
 
   async suppress(dataSetId: string, digests: readonly string[], requestId: number, nowMs = Date.now()): Promise<number> {
@@ -146,8 +167,9 @@ export class SqliteLifecycleStore implements LifecycleStore {
     this.#db
       .prepare("UPDATE deletion_requests SET state = 'done', done_at = ?, result = ?, target = NULL WHERE id = ?")
       .run(nowMs, JSON.stringify(result), id);
-    // The WAL still holds the page with the target in clear: copy it back and truncate the WAL now.
-    this.#db.pragma('wal_checkpoint(TRUNCATE)');
+    // The WAL still holds the page with the target in clear: copy it back and truncate the WAL now
+    // (retried while a reader, such as the waiting CLI, holds an older snapshot).
+    await truncateWal(this.#db);
   }
 
   async noteDeletedEvents(dataSetId: string, eventIds: readonly string[], requestId: number): Promise<void> {

@@ -13,16 +13,42 @@
  * record takes one from its root's event_count; an identity whose count reaches zero goes with
  * every node it absorbed and all their identifier links. Counters (hourly statistics) are
  * aggregates without identifiers and stay.
+ *
+ * Erasure (issue 29): every connection that writes a view file runs with secure_delete=ON
+ * (sqlite-view-store.ts, and this one), so deleted and moved cells are zeroed in the file; a
+ * request's deletions are counted in `lifecycle_erasures` of the same file, in the transaction that
+ * deletes (so the count is exact whatever attempt a SIGKILL interrupted); `truncate` then copies the
+ * WAL back and cuts it to zero bytes, so no old page image of a deleted record is left in -wal.
+ * A request covers records whose first event was queued up to its bound (README, data lifecycle):
+ * a later event re-sent into such a record ("straddler") is named in the tally row so that its
+ * queued copy is erased too; the row is deleted (and the WAL truncated) before the request is done.
  */
 import Database from 'better-sqlite3';
 import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
-import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser } from './lifecycle-backend.js';
+import { VIEW_JOURNAL_SIZE_LIMIT } from '../merged-view/sqlite-view-store.js';
+import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
 
 interface RecordIdentityRow {
   rowid: number;
   record_key: string;
   identity_key: string | null;
+  first_seq: number;
 }
+
+/** Per-request counts of what was deleted, in the view file itself (one transaction with the deletes). */
+const TALLY_SCHEMA = `
+CREATE TABLE IF NOT EXISTS lifecycle_erasures (
+  request_id INTEGER PRIMARY KEY,
+  records INTEGER NOT NULL DEFAULT 0,
+  identities INTEGER NOT NULL DEFAULT 0,
+  links INTEGER NOT NULL DEFAULT 0,
+  max_seq INTEGER NOT NULL DEFAULT 0,
+  straddlers TEXT NOT NULL DEFAULT '[]'
+);`;
+
+/** Records deleted per write transaction of a person's deletion: a few MB of WAL at most. */
+const DELETE_CHUNK = 200;
 
 export class SqliteViewEraser implements ViewEraser {
   readonly #db: Database.Database;
@@ -34,24 +60,28 @@ export class SqliteViewEraser implements ViewEraser {
     // As the consumer's connection: retention that a power loss rolls back runs again next round.
     // Deletions of a person's data sync their commit (#durably), since the request is then marked done.
     this.#db.pragma('synchronous = NORMAL');
-    // Checkpoints are the worker main thread's (consumer/view-checkpointer.ts), never inside a deletion's commit.
+    // Checkpoints are the worker main thread's (consumer/view-checkpointer.ts) and this eraser's
+    // own after a deletion (truncate), never inside a deletion's commit.
     this.#db.pragma('wal_autocheckpoint = 65536');
-    // Deleted rows are overwritten with zeros where that costs no extra I/O; the rest of their pages
-    // is reused by later inserts (the file does not grow while retention frees as much as comes in).
-    this.#db.pragma('secure_delete = FAST');
+    this.#db.pragma(`journal_size_limit = ${VIEW_JOURNAL_SIZE_LIMIT}`);
+    // Every deleted byte is overwritten with zeros, freed pages included (issue 29).
+    this.#db.pragma('secure_delete = ON');
     // Retention reads records by data set and age; the consumer maintains this index from now on.
     this.#db.exec('CREATE INDEX IF NOT EXISTS view_records_expiry ON view_records (data_set_id, last_received_at)');
+    this.#db.exec(TALLY_SCHEMA);
     const db = this.#db;
     this.#s = {
       expired: db.prepare(
-        'SELECT rowid, record_key, identity_key FROM view_records INDEXED BY view_records_expiry WHERE data_set_id = ? AND last_received_at < ? LIMIT ?',
+        'SELECT rowid, record_key, identity_key, first_seq FROM view_records INDEXED BY view_records_expiry WHERE data_set_id = ? AND last_received_at < ? LIMIT ?',
       ),
-      recordByKey: db.prepare('SELECT rowid, record_key, identity_key FROM view_records WHERE data_set_id = ? AND record_key = ?'),
+      recordByKey: db.prepare('SELECT rowid, record_key, identity_key, first_seq FROM view_records WHERE data_set_id = ? AND record_key = ?'),
       deleteRecord: db.prepare('DELETE FROM view_records WHERE rowid = ?'),
-      // The key too: a rowid read outside the transaction could have been reused meanwhile.
-      deleteRecordOf: db.prepare('DELETE FROM view_records WHERE rowid = ? AND data_set_id = ? AND record_key = ?'),
+      // The key too: a rowid read outside the transaction could have been reused meanwhile. The
+      // bound is checked in the transaction, and last_seq/event_id read from the deleted row itself.
+      deleteRecordOf: db.prepare('DELETE FROM view_records WHERE rowid = ? AND data_set_id = ? AND record_key = ? AND first_seq <= ? RETURNING last_seq, event_id'),
       node: db.prepare('SELECT identity_key, parent, event_count FROM identity_nodes WHERE data_set_id = ? AND identity_key = ?'),
       decrement: db.prepare('UPDATE identity_nodes SET event_count = event_count - 1 WHERE data_set_id = ? AND identity_key = ? RETURNING event_count').pluck(),
+      decrementBy: db.prepare('UPDATE identity_nodes SET event_count = event_count - ? WHERE data_set_id = ? AND identity_key = ?'),
       members: db.prepare('SELECT identity_key FROM identity_nodes INDEXED BY identity_nodes_parent WHERE data_set_id = ? AND parent = ?').pluck(),
       deleteNode: db.prepare('DELETE FROM identity_nodes WHERE data_set_id = ? AND identity_key = ?'),
       deleteLinks: db.prepare('DELETE FROM identity_identifiers WHERE data_set_id = ? AND identity_key = ?'),
@@ -59,7 +89,16 @@ export class SqliteViewEraser implements ViewEraser {
       linkOf: db.prepare('SELECT identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier = ?').pluck(),
       usage: db.prepare('SELECT count(*) AS records, sum(length(event)) AS event_bytes FROM view_records WHERE data_set_id = ?'),
       offset: db.prepare('SELECT next_seq FROM consumer_offsets WHERE consumer = ?').pluck(),
-      recordPage: db.prepare('SELECT rowid, record_key, identity_key FROM view_records WHERE rowid > ? AND data_set_id = ? ORDER BY rowid LIMIT ?'),
+      recordPage: db.prepare('SELECT rowid, record_key, identity_key, first_seq FROM view_records WHERE rowid > ? AND data_set_id = ? ORDER BY rowid LIMIT ?'),
+      tally: db.prepare('SELECT records, identities, links, max_seq, straddlers FROM lifecycle_erasures WHERE request_id = ?'),
+      addTally: db.prepare(
+        `INSERT INTO lifecycle_erasures (request_id, records, identities, links, max_seq, straddlers) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (request_id) DO UPDATE SET records = records + excluded.records, identities = identities + excluded.identities,
+           links = links + excluded.links, max_seq = max(max_seq, excluded.max_seq),
+           straddlers = CASE WHEN excluded.straddlers = '[]' THEN straddlers
+                             ELSE (SELECT json_group_array(value) FROM (SELECT value FROM json_each(straddlers) UNION SELECT value FROM json_each(excluded.straddlers))) END`,
+      ),
+      clearTally: db.prepare('DELETE FROM lifecycle_erasures WHERE request_id = ?'),
     };
   }
 
@@ -74,18 +113,13 @@ export class SqliteViewEraser implements ViewEraser {
     return (this.#s.offset.get(VIEW_CONSUMER) as number | undefined) ?? 1;
   }
 
-  /**
-   * Runs `work` with synchronous=FULL (its commits are on disk before the request is marked done) and
-   * secure_delete=ON (every deleted byte is overwritten, not only where that costs no extra I/O).
-   */
+  /** Runs `work` with synchronous=FULL: its commits are on disk before the request is marked done. */
   #durably<T>(work: () => T): T {
     this.#db.pragma('synchronous = FULL');
-    this.#db.pragma('secure_delete = ON');
     try {
       return work();
     } finally {
       this.#db.pragma('synchronous = NORMAL');
-      this.#db.pragma('secure_delete = FAST');
     }
   }
 
@@ -114,13 +148,17 @@ export class SqliteViewEraser implements ViewEraser {
   }
 
   /** Deletes one record and accounts for it in its identity (inside a transaction). */
-  #dropRecord(dataSetId: string, row: RecordIdentityRow, counts: ErasedCounts): void {
+  #dropRecord(dataSetId: string, row: { rowid: number; identity_key: string | null }, counts: ErasedCounts): void {
     counts.records += this.#s.deleteRecord.run(row.rowid).changes;
     if (row.identity_key === null) return;
     const root = this.#rootOf(dataSetId, row.identity_key);
     if (root === null) return;
     const left = this.#s.decrement.get(dataSetId, root) as number | undefined;
     if (left !== undefined && left <= 0) this.#dropIdentity(dataSetId, root, counts);
+  }
+
+  #addTally(requestId: number, counts: ErasedCounts, maxSeq = 0, straddlers: readonly string[] = []): void {
+    this.#s.addTally.run(requestId, counts.records, counts.identities, counts.links, maxSeq, JSON.stringify(straddlers));
   }
 
   async expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts & { heldMs: number }> {
@@ -133,39 +171,94 @@ export class SqliteViewEraser implements ViewEraser {
     return { ...counts, heldMs: performance.now() - locked };
   }
 
-  async deleteRecord(dataSetId: string, recordKey: string): Promise<ErasedCounts> {
-    const counts = zeroCounts();
+  async deleteRecord(requestId: number, dataSetId: string, recordKey: string, boundSeq: number): Promise<void> {
     this.#durably(() =>
       this.#db.transaction(() => {
+        const counts = zeroCounts();
         const row = this.#s.recordByKey.get(dataSetId, recordKey) as RecordIdentityRow | undefined;
-        if (row) this.#dropRecord(dataSetId, row, counts);
+        if (!row || row.first_seq > boundSeq) return; // not in the view, or first queued after the request: not covered
+        const gone = this.#s.deleteRecordOf.get(row.rowid, dataSetId, recordKey, boundSeq) as { last_seq: number; event_id: string | null } | undefined;
+        if (!gone) return;
+        counts.records++;
+        if (row.identity_key !== null) {
+          const root = this.#rootOf(dataSetId, row.identity_key);
+          const left = root === null ? undefined : (this.#s.decrement.get(dataSetId, root) as number | undefined);
+          if (root !== null && left !== undefined && left <= 0) this.#dropIdentity(dataSetId, root, counts);
+        }
+        const straddles = gone.last_seq > boundSeq && gone.event_id !== null;
+        this.#addTally(requestId, counts, straddles ? gone.last_seq : 0, straddles ? [gone.event_id!] : []);
       }).immediate(),
     );
-    return counts;
   }
 
   /** The cursor is a rowid: a scan in rowid order, so that no index is needed on the consumer's path. */
-  async deleteIdentityRecords(dataSetId: string, keys: ReadonlySet<string>, afterRowid: number, limit: number): Promise<{ counts: ErasedCounts; next: number | null; deletedEventIds: string[] }> {
-    const counts = zeroCounts();
+  async deleteIdentityRecords(
+    requestId: number,
+    dataSetId: string,
+    identity: { root: string; keys: ReadonlySet<string> },
+    boundSeq: number,
+    afterRowid: number,
+    limit: number,
+  ): Promise<{ next: number | null; deletedEventIds: string[] }> {
     // The page is read without the write lock; only the deletes take it. A record that changed
     // identity meanwhile is still one of the identity's (its keys only grow by absorbing others).
     const rows = this.#s.recordPage.all(afterRowid, dataSetId, limit) as RecordIdentityRow[];
-    const doomed = rows.filter((row) => row.identity_key !== null && keys.has(row.identity_key));
-    if (doomed.length > 0) {
+    const doomed = rows.filter((row) => row.identity_key !== null && identity.keys.has(row.identity_key) && row.first_seq <= boundSeq);
+    const deletedEventIds: string[] = [];
+    for (let i = 0; i < doomed.length; i += DELETE_CHUNK) {
+      const chunk = doomed.slice(i, i + DELETE_CHUNK);
       this.#durably(() =>
         this.#db.transaction(() => {
-          for (const row of doomed) counts.records += this.#s.deleteRecordOf.run(row.rowid, dataSetId, row.record_key).changes;
+          const counts = zeroCounts();
+          let maxSeq = 0;
+          const straddlers: string[] = [];
+          for (const row of chunk) {
+            const gone = this.#s.deleteRecordOf.get(row.rowid, dataSetId, row.record_key, boundSeq) as { last_seq: number; event_id: string | null } | undefined;
+            if (!gone) continue;
+            counts.records++;
+            if (row.record_key.startsWith('id:')) deletedEventIds.push(row.record_key.slice(3));
+            if (gone.last_seq > boundSeq && gone.event_id !== null) {
+              straddlers.push(gone.event_id);
+              maxSeq = Math.max(maxSeq, gone.last_seq);
+            }
+          }
+          // The identity keeps count of its records: it goes (deleteIdentity) once none is left.
+          if (counts.records > 0) this.#s.decrementBy.run(counts.records, dataSetId, identity.root);
+          this.#addTally(requestId, counts, maxSeq, straddlers);
         }).immediate(),
       );
+      // Let the WAL start over between chunks rather than grow by the whole deletion.
+      checkpointPassive(this.#db);
     }
-    const deletedEventIds = doomed.filter((row) => row.record_key.startsWith('id:')).map((row) => row.record_key.slice(3));
-    return { counts, next: rows.length < limit ? null : rows[rows.length - 1]!.rowid, deletedEventIds };
+    return { next: rows.length < limit ? null : rows[rows.length - 1]!.rowid, deletedEventIds };
   }
 
-  async deleteIdentity(dataSetId: string, root: string): Promise<ErasedCounts> {
-    const counts = zeroCounts();
-    this.#durably(() => this.#db.transaction(() => this.#dropIdentity(dataSetId, root, counts)).immediate());
-    return counts;
+  async deleteIdentity(requestId: number, dataSetId: string, root: string): Promise<void> {
+    this.#durably(() =>
+      this.#db.transaction(() => {
+        const node = this.#s.node.get(dataSetId, root) as { event_count: number } | undefined;
+        // Records first queued after the request keep the identity (and its links) alive.
+        if (!node || node.event_count > 0) return;
+        const counts = zeroCounts();
+        this.#dropIdentity(dataSetId, root, counts);
+        this.#addTally(requestId, counts);
+      }).immediate(),
+    );
+  }
+
+  async tally(requestId: number): Promise<ViewTally> {
+    const row = this.#s.tally.get(requestId) as { records: number; identities: number; links: number; max_seq: number; straddlers: string } | undefined;
+    if (!row) return { records: 0, identities: 0, links: 0, maxSeq: 0, straddlers: [] };
+    return { records: row.records, identities: row.identities, links: row.links, maxSeq: row.max_seq, straddlers: JSON.parse(row.straddlers) as string[] };
+  }
+
+  async clearTally(requestId: number): Promise<void> {
+    this.#durably(() => this.#s.clearTally.run(requestId));
+  }
+
+  /** Copies the WAL back and truncates it: no page image of what was deleted is left in -wal. */
+  async truncate(): Promise<boolean> {
+    return truncateWal(this.#db);
   }
 
   close(): void {

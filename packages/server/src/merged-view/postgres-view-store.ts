@@ -82,7 +82,9 @@ function transactionOn(db: PoolClient): ViewTransaction {
       const out = new Map<string, IdentityNode>();
       if (pairs.length === 0) return out;
       const { rows } = await db.query<NodeRow>(
-        `SELECT n.* FROM identity_nodes n JOIN unnest($1::text[], $2::text[]) AS k(ds, ik) ON n.data_set_id = k.ds AND n.identity_key = k.ik`,
+        // FOR UPDATE: the batch writes event_count back as an absolute value; without the row lock a
+        // deletion's or retention's decrement committed meanwhile was lost (issue 29).
+        `SELECT n.* FROM identity_nodes n JOIN unnest($1::text[], $2::text[]) AS k(ds, ik) ON n.data_set_id = k.ds AND n.identity_key = k.ik FOR UPDATE OF n`,
         [pairs.map((p) => p.dataSetId), pairs.map((p) => p.identityKey)],
       );
       for (const row of rows) out.set(pairKey(row.data_set_id, row.identity_key), nodeOf(row));

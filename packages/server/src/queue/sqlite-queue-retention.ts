@@ -15,12 +15,16 @@
  *   being written (queue_log_head), is garbage. It is unlinked one round LATER than the round that
  *   found it unreferenced: a reader (queue export, a consumer) that read a row just before its
  *   deletion still finds its file for a whole round.
+ * - Erasure (issue 29): deleted rows are zeroed in the file (secure_delete=ON on every queue
+ *   connection, sqlite-queue-store.ts), and after a round that deleted any, `truncateWal` copies the
+ *   WAL back and cuts it to zero bytes, so no page image of a deleted segment is left in -wal.
  */
 import type Database from 'better-sqlite3';
 import { readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { bodyLogDir } from './sqlite-body-log.js';
 import { openQueueDatabase } from './sqlite-queue-store.js';
+import { truncateWal } from '../fs/wal-truncation.js';
 
 const BATCH_ROWS = 5_000;
 
@@ -34,6 +38,8 @@ export class SqliteQueueRetention {
   #db: Database.Database | null = null;
   /** Body-log files below this number were unreferenced in the previous round: they go now. */
   #unreferencedBelow = 0;
+  /** Segments were deleted since the WAL was last truncated. */
+  #walDirty = false;
 
   constructor(queueFile: string) {
     this.#file = queueFile;
@@ -56,11 +62,23 @@ export class SqliteQueueRetention {
       segmentsDeleted += changes;
       if (changes < BATCH_ROWS) break;
     }
+    if (segmentsDeleted > 0) this.#walDirty = true;
     const filesDeleted = this.#deleteFiles(this.#unreferencedBelow);
     const lowest = db.prepare('SELECT MIN(body_file) AS f FROM queue_segments WHERE body_file IS NOT NULL').get() as { f: number | null };
     const head = db.prepare('SELECT file_no AS f FROM queue_log_head WHERE id = 1').get() as { f: number } | undefined;
     this.#unreferencedBelow = Math.min(lowest.f ?? Number.MAX_SAFE_INTEGER, head?.f ?? 0);
     return { segmentsDeleted, filesDeleted };
+  }
+
+  /**
+   * After rounds that deleted segments: no old page image of them left in queue.db-wal. Call it every
+   * round: it does nothing when nothing was deleted since it last succeeded (false: busy, next round).
+   */
+  async truncateWal(): Promise<boolean> {
+    if (!this.#walDirty || !this.#db) return true;
+    if (!(await truncateWal(this.#db, { attempts: 10 }))) return false;
+    this.#walDirty = false;
+    return true;
   }
 
   #deleteFiles(below: number): number {

@@ -142,6 +142,10 @@ export function openQueueDatabase(file: string, options: { readonly?: boolean } 
     db.pragma('journal_mode = WAL');
     // FULL: every commit syncs the WAL, so a committed segment survives power loss, not only a crash.
     db.pragma('synchronous = FULL');
+    // Every writer (ingest, retention, the eraser) overwrites what it deletes or moves with zeros:
+    // a row deleted by retention, a segment rewritten by an erasure, a cell moved by a page split
+    // leave no old copy in free space (issue 29; cost measured in bench/README.md).
+    db.pragma('secure_delete = ON');
     db.exec(QUEUE_SCHEMA);
     addBodyLogColumns(db);
     addAcceptedCounts(db);

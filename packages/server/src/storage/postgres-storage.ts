@@ -150,6 +150,7 @@ export class PostgresStorage implements Storage {
     if (this.#closed) return;
     this.#closed = true;
     for (const c of this.#closables.splice(0)) await c.close();
+    await this.#lifecycle?.close(); // its held claims check out pool connections
     // Give-backs of closed rate limiters are in flight on the limits pool: let them finish.
     await new Promise((resolve) => setTimeout(resolve, this.#limitsPool ? 50 : 0));
     await this.#limitsPool?.end();

@@ -10,6 +10,7 @@ viewEraserContract('SQLite', {
     const file = join(tempDataDir('ecapi-eraser-'), 'view.db');
     const store = new SqliteViewStore(file);
     const eraser = new SqliteViewEraser(file);
-    return { store, eraser, dispose: async () => (eraser.close(), await store.close()) };
+    let request = 0;
+    return { store, eraser, dispose: async () => (eraser.close(), await store.close()), newRequest: async () => ++request };
   },
 });

@@ -4,7 +4,10 @@
  * ECAPI_TEST_DATABASE_URL): retention by last update with identity accounting (an identity keeps
  * its other records; it goes, absorbed nodes and links included, with its last one), one record
  * by key, an identity found by identifier or by an absorbed key, its records deleted page by page.
- * Other data sets and the counters are never touched.
+ * Other data sets and the counters are never touched. A request's deletions (issue 29) cover only
+ * records first queued up to its bound, are counted in its tally (exact whatever attempt made them),
+ * name the deleted records that merged an event after the bound, and keep an identity that still
+ * has records.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,14 +16,14 @@ import type { IdentityNode, MergedRecord, ViewStore } from '../../src/merged-vie
 
 export interface EraserFactory {
   /** A fresh view: the store writes the state, the eraser deletes from it. */
-  create(): Promise<{ store: ViewStore; eraser: ViewEraser; dispose: () => Promise<void> }>;
+  create(): Promise<{ store: ViewStore; eraser: ViewEraser; dispose: () => Promise<void>; newRequest: () => Promise<number> }>;
 }
 
 const T0 = 1_700_000_000_000;
 
-function record(dataSetId: string, id: string, seq: number, lastReceivedAt: number, identityKey: string | null): MergedRecord {
+function record(dataSetId: string, id: string, seq: number, lastReceivedAt: number, identityKey: string | null, lastSeq = seq): MergedRecord {
   return {
-    dataSetId, recordKey: `id:${id}`, eventId: id, firstSeq: seq, lastSeq: seq, firstReceivedAt: lastReceivedAt, lastReceivedAt,
+    dataSetId, recordKey: `id:${id}`, eventId: id, firstSeq: seq, lastSeq, firstReceivedAt: lastReceivedAt, lastReceivedAt,
     mergedCount: 1, identityKey, measurementOnly: false, event: { id },
   };
 }
@@ -37,7 +40,7 @@ async function seed(store: ViewStore): Promise<void> {
     await tx.writeRecords([
       record('ds', 'r1', 1, T0, 'ik_1'),
       record('ds', 'r2', 2, T0 + 10, 'ik_2'),
-      record('ds', 'r3', 3, T0 + 5000, 'ik_3'),
+      record('ds', 'r3', 3, T0 + 5000, 'ik_3', 7),
       record('ds', 'r4', 4, T0 + 20, null),
       record('other', 'r1', 5, T0, null),
     ]);
@@ -52,12 +55,12 @@ async function seed(store: ViewStore): Promise<void> {
 }
 
 export function viewEraserContract(backend: string, factory: EraserFactory, options: { skip?: string | false } = {}): void {
-  const run = (name: string, fn: (store: ViewStore, eraser: ViewEraser) => Promise<void>) =>
+  const run = (name: string, fn: (store: ViewStore, eraser: ViewEraser, newRequest: () => Promise<number>) => Promise<void>) =>
     test(`${backend} view eraser: ${name}`, { skip: options.skip ?? false }, async () => {
-      const { store, eraser, dispose } = await factory.create();
+      const { store, eraser, dispose, newRequest } = await factory.create();
       try {
         await seed(store);
-        await fn(store, eraser);
+        await fn(store, eraser, newRequest);
       } finally {
         await dispose();
       }
@@ -89,34 +92,60 @@ export function viewEraserContract(backend: string, factory: EraserFactory, opti
     assert.equal(await store.getIdentity('ds', 'ik_3'), null);
   });
 
-  run('one record by key; its identity goes when it was the last record', async (store, eraser) => {
-    assert.deepEqual(await eraser.deleteRecord('ds', 'id:r2'), { records: 1, identities: 1, links: 1 });
+  const counts = async (eraser: ViewEraser, request: number) => {
+    const t = await eraser.tally(request);
+    return { records: t.records, identities: t.identities, links: t.links };
+  };
+
+  run('one record by key, if first queued up to the bound; its identity goes when it was the last record; counted in the tally', async (store, eraser, newRequest) => {
+    const req = await newRequest();
+    await eraser.deleteRecord(req, 'ds', 'id:r2', 10);
+    assert.deepEqual(await counts(eraser, req), { records: 1, identities: 1, links: 1 });
     assert.equal(await store.getRecord('ds', 'id:r2'), null);
     assert.equal(await store.getIdentity('ds', 'ik_2'), null);
-    assert.deepEqual(await eraser.deleteRecord('ds', 'id:r1'), { records: 1, identities: 0, links: 0 });
+    await eraser.deleteRecord(req, 'ds', 'id:r1', 10);
+    assert.deepEqual(await counts(eraser, req), { records: 2, identities: 1, links: 1 }, 'the tally adds up');
     assert.equal((await store.getIdentity('ds', 'ik_1'))?.eventCount, 1);
-    assert.deepEqual(await eraser.deleteRecord('ds', 'id:nope'), { records: 0, identities: 0, links: 0 });
+    await eraser.deleteRecord(req, 'ds', 'id:nope', 10);
+    const other = await newRequest();
+    await eraser.deleteRecord(other, 'ds', 'id:r4', 3);
+    assert.ok(await store.getRecord('ds', 'id:r4'), 'first queued (seq 4) after the bound (3): kept');
+    assert.deepEqual(await counts(eraser, other), { records: 0, identities: 0, links: 0 });
+    assert.deepEqual((await eraser.tally(req)).straddlers, []);
+    await eraser.deleteRecord(other, 'ds', 'id:r3', 5);
+    const straddled = await eraser.tally(other);
+    assert.deepEqual({ maxSeq: straddled.maxSeq, straddlers: straddled.straddlers }, { maxSeq: 7, straddlers: ['r3'] }, 'r3 (seq 3..7) merged an event after the bound');
+    await eraser.clearTally(req);
   });
 
-  run('an identity by identifier or by an absorbed key; its records page by page; then its tree', async (store, eraser) => {
+  run('an identity by identifier or by an absorbed key; its records first queued up to the bound, page by page; then its tree once empty', async (store, eraser, newRequest) => {
     assert.equal(await eraser.findIdentity('ds', { identifier: 'email:zzz' }), null);
     assert.equal(await eraser.findIdentity('other', { identifier: 'email:a' }), null, 'per data set');
     const byIdentifier = await eraser.findIdentity('ds', { identifier: 'email:c' });
     assert.deepEqual({ ...byIdentifier, keys: byIdentifier?.keys.slice().sort() }, { root: 'ik_1', keys: ['ik_1', 'ik_3'], identifiers: ['email:a', 'email:c'] });
     assert.deepEqual(await eraser.findIdentity('ds', { identityKey: 'ik_3' }), byIdentifier);
-    const keys = new Set(byIdentifier!.keys);
-    let deleted = 0;
-    let pages = 0;
-    for (let after: number | null = 0; after !== null; pages++) {
-      const step: { counts: { records: number }; next: number | null } = await eraser.deleteIdentityRecords('ds', keys, after, 2);
-      deleted += step.counts.records;
-      after = step.next;
-    }
-    assert.equal(deleted, 2, 'r1 and r3');
-    assert.ok(pages >= 2, 'in pages of 2');
+    const identity = { root: byIdentifier!.root, keys: new Set(byIdentifier!.keys) };
+    const deleteAll = async (request: number, bound: number) => {
+      let pages = 0;
+      for (let after: number | null = 0; after !== null; pages++) after = (await eraser.deleteIdentityRecords(request, 'ds', identity, bound, after, 2)).next;
+      return pages;
+    };
+    // Bound 2: r1 (seq 1) goes, r3 (first queued at 3) stays, and so does the identity with its links.
+    const early = await newRequest();
+    await deleteAll(early, 2);
+    await eraser.deleteIdentity(early, 'ds', 'ik_1');
+    assert.deepEqual(await counts(eraser, early), { records: 1, identities: 0, links: 0 });
+    assert.equal(await store.getRecord('ds', 'id:r1'), null);
+    assert.ok(await store.getRecord('ds', 'id:r3'));
+    assert.equal((await store.getIdentity('ds', 'ik_1'))?.eventCount, 1, 'one record left');
+    // Bound 10: r3 too (it merged seq 7: a straddler), then the tree.
+    const late = await newRequest();
+    assert.ok((await deleteAll(late, 10)) >= 1);
+    await eraser.deleteIdentity(late, 'ds', 'ik_1');
+    const t = await eraser.tally(late);
+    assert.deepEqual({ records: t.records, identities: t.identities, links: t.links, straddlers: t.straddlers, maxSeq: t.maxSeq }, { records: 1, identities: 2, links: 2, straddlers: [], maxSeq: 0 });
     assert.ok(await store.getRecord('ds', 'id:r2'), "another identity's record stays");
     assert.ok(await store.getRecord('ds', 'id:r4'));
-    assert.deepEqual(await eraser.deleteIdentity('ds', 'ik_1'), { records: 0, identities: 2, links: 2 });
     assert.equal(await store.getIdentity('ds', 'ik_3'), null);
     assert.ok(await store.getIdentity('ds', 'ik_2'));
   });

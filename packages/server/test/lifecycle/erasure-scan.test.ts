@@ -1,0 +1,152 @@
+/**
+ * Erasure as a property of the files (issue 29), black-box against a real `serve` and its worker:
+ * once `identities forget` / `events delete` report done, and within the stated bound after a
+ * retention round deleted a record, no byte of what was deleted (identifier digests as sent and as
+ * raw bytes, event ids, hence the record bodies that hold them) is left in ANY file of the data dir:
+ * view files and their -wal/-shm, queue.db and its WAL, the body log, lifecycle.db, control.db, or
+ * whatever files a later layout adds (test/helpers/erasure-scan.ts reads them all, by no name).
+ * Embedded profile only: on PostgreSQL the bytes are in the database server's files
+ * (postgres-erasure.test.ts tests what can be tested there).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { cli, cliJson, exportQueue, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
+import { postSigned } from '../helpers/https-client.js';
+import { sha } from '../helpers/event-generator.js';
+import { waitFor } from '../helpers/fault-tools.js';
+import { digestNeedles, residue, textNeedle, type Needle } from '../helpers/erasure-scan.js';
+
+const skip = TEST_PROFILE === 'sqlite' ? false : 'embedded profile only: on PostgreSQL the bytes live in the database server (postgres-erasure.test.ts)';
+
+/** The bound of the retention case (docs/SECURITY.md): a record deleted by retention leaves no byte after this. */
+const RETENTION_BOUND_MS = 10_000;
+
+const event = (dataSetId: string, id: string, userData: Record<string, unknown> = {}) => ({
+  data_set_id: dataSetId,
+  id,
+  timestamp: Math.floor(Date.now() / 1000),
+  event_type: 'purchase',
+  value: 10,
+  currency_code: 'USD',
+  source: 'website',
+  ...(Object.keys(userData).length > 0 ? { user_data: userData } : {}),
+});
+
+const caughtUp = (dataDir: string) =>
+  waitFor(
+    'the consumer to catch up',
+    async () => {
+      const s = await cliJson(dataDir, ['worker', 'status']);
+      return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
+    },
+    30_000,
+  );
+
+test('forget and events delete: once done, no byte of the records is left in any file of the data dir (view, WAL, shm, queue, body log)', { skip, timeout: 60_000 }, async () => {
+  const dataDir = tempDataDir('ecapi-erasure-');
+  const creds = await provision(dataDir, ['shop']);
+  const server = await startServer({ dataDir, args: ['--workers', '1'] });
+  const rnd = randomBytes(8).toString('hex');
+  const A = sha(`erase-me-${rnd}@example.com`);
+  const P = sha(`+1555${rnd}`);
+  const gone = (i: number | string) => `gone-${i}-${rnd}`;
+  const deletedId = `deleted-${rnd}`;
+  const goneIds: string[] = [];
+  try {
+    const post = async (body: unknown) => {
+      const res = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify(body));
+      assert.equal(res.status, 200, res.text);
+    };
+    const other = (s: string) => event('shop', `keep-${rnd}-${s}`, { email_address: [sha(`keep-${s}-${rnd}`)] });
+    // Alone, with a phone linked, re-sent (its record rewritten), in a body-log body (> 32 KiB),
+    // and among thousands of others applied after it (page splits move its cells around).
+    await post(event('shop', gone(0), { email_address: [A] }));
+    await post({ events: [event('shop', gone(1), { email_address: [A], phone_numbers: [P] }), other('x1')] });
+    await post(event('shop', gone(0), { email_address: [A] }));
+    const big = Array.from({ length: 200 }, (_, i) => (i % 4 === 0 ? event('shop', gone(`big-${i}`), { email_address: [A] }) : other(`big-${i}`)));
+    await post({ events: big });
+    for (let b = 0; b < 30; b++) {
+      const batch = Array.from({ length: 100 }, (_, i) => (i === 50 ? event('shop', gone(`b${b}`), { email_address: [A] }) : other(`${b}-${i}`)));
+      await post({ events: batch });
+    }
+    await post({ events: [event('shop', deletedId, { email_address: [sha(`other-${rnd}`)] }), other('y1')] });
+    for (const id of [gone(0), gone(1), ...big.map((e) => e.id).filter((id) => id.startsWith('gone-')), ...Array.from({ length: 30 }, (_, b) => gone(`b${b}`))]) {
+      if (!goneIds.includes(id)) goneIds.push(id);
+    }
+    await caughtUp(dataDir);
+    const needles: Needle[] = [...digestNeedles('email A', A), ...digestNeedles('phone P', P), textNeedle('deleted event id', deletedId), ...goneIds.map((id) => textNeedle(`event id ${id}`, id))];
+    assert.notDeepEqual(residue(dataDir, needles), [], 'the scan finds the bytes before the deletion');
+
+    const forgot = await cliJson(dataDir, ['identities', 'forget', 'shop', '--identifier', `email:${A}`]);
+    assert.equal(forgot.state, 'done');
+    assert.equal(forgot.result.view_records, goneIds.length);
+    assert.equal(forgot.result.queue_events, goneIds.length + 1, 'the re-send of gone-0 too');
+    const deleted = await cliJson(dataDir, ['events', 'delete', 'shop', deletedId]);
+    assert.equal(deleted.state, 'done');
+    assert.equal(deleted.result.view_records, 1);
+
+    // The bound is "done": nothing is left by then.
+    assert.deepEqual(residue(dataDir, needles), [], 'no byte left once the requests are done');
+    // Nothing comes back: more traffic, then a clean stop.
+    for (let b = 0; b < 5; b++) await post({ events: Array.from({ length: 100 }, (_, i) => other(`after-${b}-${i}`)) });
+    await caughtUp(dataDir);
+    assert.deepEqual(residue(dataDir, needles), []);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+  assert.deepEqual(residue(dataDir, [...digestNeedles('email A', A), textNeedle('deleted event id', deletedId), ...goneIds.map((id) => textNeedle(id, id))]), [], 'nor after a clean stop');
+  // The records of others are all there.
+  assert.equal((await cli(dataDir, ['--json', 'events', 'get', 'shop', `keep-${rnd}-x1`])).code, 0);
+});
+
+test('view and queue retention: within the bound after a record was deleted, none of its bytes is left in any file', { skip, timeout: 60_000 }, async () => {
+  const dataDir = tempDataDir('ecapi-erasure-');
+  const creds = await provision(dataDir, ['old', 'live']);
+  await cliJson(dataDir, ['data-set', 'policy', 'old', '--merge-window', '1s', '--max-age', '3s', '--view-retention', '4s']);
+  const server = await startServer({
+    dataDir,
+    args: ['--workers', '1'],
+    extraEnv: { ECAPI_VIEW_RETENTION_EVERY: '500ms', ECAPI_QUEUE_RETENTION: '2s', ECAPI_QUEUE_RETENTION_EVERY: '500ms' },
+  });
+  const rnd = randomBytes(8).toString('hex');
+  const R = sha(`expire-me-${rnd}@example.com`);
+  const ids = Array.from({ length: 50 }, (_, i) => `expired-${i}-${rnd}`);
+  const needles = [...digestNeedles('email R', R), ...ids.map((id) => textNeedle(id, id))];
+  let sending = true;
+  try {
+    const post = async (dataSetId: string, body: unknown) => {
+      const res = await postSigned(server.port, server.ca, creds, dataSetId, JSON.stringify(body));
+      assert.equal(res.status, 200, res.text);
+    };
+    await post('old', { events: ids.map((id) => event('old', id, { email_address: [R] })) });
+    // Another data set keeps sending, so that R's segment is not the queue's newest (never deleted).
+    const sender = (async () => {
+      for (let n = 0; sending; n++) {
+        await post('live', { events: Array.from({ length: 50 }, (_, i) => event('live', `live-${n}-${i}`, { email_address: [sha(`live-${n}-${i}`)] })) });
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    await caughtUp(dataDir);
+    assert.notDeepEqual(residue(dataDir, needles), []);
+    await waitFor(
+      'retention to delete the records from the view and the queue',
+      async () => {
+        const inView = (await cli(dataDir, ['--json', 'events', 'get', 'old', ids[0]!])).code === 0;
+        const inQueue = (await exportQueue(dataDir)).some((r) => r.event.id === ids[0]);
+        return !inView && !inQueue;
+      },
+      30_000,
+      250,
+    );
+    await waitFor(`no byte left within ${RETENTION_BOUND_MS} ms`, () => residue(dataDir, needles).length === 0, RETENTION_BOUND_MS, 250).catch((error: Error) => {
+      throw new Error(`${error.message}; left: ${residue(dataDir, needles).join(', ')}`);
+    });
+    sending = false;
+    await sender;
+  } finally {
+    sending = false;
+    assert.equal(await server.stop(), 0);
+  }
+  assert.deepEqual(residue(dataDir, needles), []);
+});
