@@ -13,21 +13,12 @@ import { cli, cliJson, exportQueue, provision, startServer, tempDataDir, TEST_PR
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor as waitForEvery } from '../helpers/fault-tools.js';
+import { purchaseEvent } from '../helpers/purchase-event.js';
 
 const waitFor = <T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000) => waitForEvery(what, fn, timeoutMs);
 
 /** An event stamped now (whole seconds), so that a short --max-age accepts it. */
-const event = (id: string, userData: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
-  data_set_id: 'shop',
-  id,
-  timestamp: Math.floor(Date.now() / 1000),
-  event_type: 'purchase',
-  value: 10,
-  currency_code: 'USD',
-  source: 'website',
-  ...(Object.keys(userData).length > 0 ? { user_data: userData } : {}),
-  ...extra,
-});
+const event = (id: string, userData: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => purchaseEvent('shop', id, userData, extra);
 
 const caughtUp = (dataDir: string) =>
   waitFor('the consumer to catch up', async () => {

@@ -12,11 +12,9 @@ import { cli, cliJson, provision, startServer, tempDataDir, TEST_PROFILE } from 
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
+import { purchaseEvent } from '../helpers/purchase-event.js';
 
-const event = (id: string, email: string) => ({
-  data_set_id: 'shop', id, timestamp: Math.floor(Date.now() / 1000), event_type: 'purchase', value: 10, currency_code: 'USD', source: 'website',
-  user_data: { email_address: [email] },
-});
+const event = (id: string, email: string) => purchaseEvent('shop', id, { email_address: [email] });
 
 test('events get of a deleted record says which deletion removed it', { timeout: 120_000 }, async () => {
   const dataDir = tempDataDir();

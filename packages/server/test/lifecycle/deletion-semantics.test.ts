@@ -18,17 +18,9 @@ import { BIN, cli, cliJson, exportQueue, profileEnv, provision, startServer, tem
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
+import { purchaseEvent } from '../helpers/purchase-event.js';
 
-const event = (id: string, userData: Record<string, unknown>) => ({
-  data_set_id: 'shop',
-  id,
-  timestamp: Math.floor(Date.now() / 1000),
-  event_type: 'purchase',
-  value: 10,
-  currency_code: 'USD',
-  source: 'website',
-  user_data: userData,
-});
+const event = (id: string, userData: Record<string, unknown>) => purchaseEvent('shop', id, userData);
 
 async function startWorker(dataDir: string): Promise<ChildProcess & { output: () => string }> {
   const child = spawn(process.execPath, [BIN, '--data-dir', dataDir, '--env', 'production', 'worker'], {

@@ -20,6 +20,7 @@ import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { canMount, waitFor } from '../helpers/fault-tools.js';
 import { digestNeedles, filesUnder, residue } from '../helpers/erasure-scan.js';
+import { purchaseEvent } from '../helpers/purchase-event.js';
 
 const MiB = 1024 * 1024;
 const mountDir = mkdtempSync(join(tmpdir(), 'ecapi-deletion-tmpfs-'));
@@ -49,16 +50,7 @@ function filler(name: string, bytes: number): string {
   return file;
 }
 
-const event = (id: string, email: string) => ({
-  data_set_id: 'shop',
-  id,
-  timestamp: Math.floor(Date.now() / 1000),
-  event_type: 'purchase',
-  value: 10,
-  currency_code: 'USD',
-  source: 'website',
-  user_data: { email_address: [email] },
-});
+const event = (id: string, email: string) => purchaseEvent('shop', id, { email_address: [email] });
 
 test('a large forget with little free space: it waits while too little is free, then runs with a bounded WAL; signed senders get 200 throughout', { skip, timeout: 120_000 }, async () => {
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', mountDir]);

@@ -15,17 +15,9 @@ import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { descendants, waitFor } from '../helpers/fault-tools.js';
 import { digestNeedles, residue, textNeedle } from '../helpers/erasure-scan.js';
+import { purchaseEvent } from '../helpers/purchase-event.js';
 
-const event = (id: string, userData: Record<string, unknown>) => ({
-  data_set_id: 'shop',
-  id,
-  timestamp: Math.floor(Date.now() / 1000),
-  event_type: 'purchase',
-  value: 10,
-  currency_code: 'USD',
-  source: 'website',
-  user_data: userData,
-});
+const event = (id: string, userData: Record<string, unknown>) => purchaseEvent('shop', id, userData);
 
 /** The pid of the serve process's consumer child (`… worker`), or null between restarts. */
 function workerPid(servePid: number): number | null {

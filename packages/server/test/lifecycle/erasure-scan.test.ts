@@ -16,22 +16,14 @@ import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
 import { digestNeedles, residue, textNeedle, type Needle } from '../helpers/erasure-scan.js';
+import { purchaseEvent } from '../helpers/purchase-event.js';
 
 const skip = TEST_PROFILE === 'sqlite' ? false : 'embedded profile only: on PostgreSQL the bytes live in the database server (postgres-erasure.test.ts)';
 
 /** The bound of the retention case (docs/SECURITY.md): a record deleted by retention leaves no byte after this. */
 const RETENTION_BOUND_MS = 10_000;
 
-const event = (dataSetId: string, id: string, userData: Record<string, unknown> = {}) => ({
-  data_set_id: dataSetId,
-  id,
-  timestamp: Math.floor(Date.now() / 1000),
-  event_type: 'purchase',
-  value: 10,
-  currency_code: 'USD',
-  source: 'website',
-  ...(Object.keys(userData).length > 0 ? { user_data: userData } : {}),
-});
+const event = purchaseEvent;
 
 const caughtUp = (dataDir: string) =>
   waitFor(

@@ -14,21 +14,13 @@ import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
 import { queryDatabase } from '../helpers/postgres.js';
+import { purchaseEvent } from '../helpers/purchase-event.js';
 
 const skip = TEST_PROFILE === 'postgres' ? false : 'PostgreSQL profile only (ECAPI_TEST_PROFILE=postgres; .ci/run runs it)';
 const SCHEMA = 'ecapi_production';
 const TOUCHED = ['view_records', 'identity_nodes', 'identity_identifiers', 'queue_segments', 'deletion_requests'];
 
-const event = (id: string, email: string) => ({
-  data_set_id: 'shop',
-  id,
-  timestamp: Math.floor(Date.now() / 1000),
-  event_type: 'purchase',
-  value: 10,
-  currency_code: 'USD',
-  source: 'website',
-  user_data: { email_address: [email] },
-});
+const event = (id: string, email: string) => purchaseEvent('shop', id, { email_address: [email] });
 
 /** VACUUMs so far of each touched table (partitions summed under their parent's name). */
 async function vacuums(url: string): Promise<Record<string, number>> {

@@ -10,17 +10,9 @@ import { cli, cliJson, provision, startServer, tempDataDir } from '../helpers/se
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
+import { purchaseEvent } from '../helpers/purchase-event.js';
 
-const event = (id: string, userData: Record<string, unknown>) => ({
-  data_set_id: 'shop',
-  id,
-  timestamp: Math.floor(Date.now() / 1000),
-  event_type: 'purchase',
-  value: 10,
-  currency_code: 'USD',
-  source: 'website',
-  user_data: userData,
-});
+const event = (id: string, userData: Record<string, unknown>) => purchaseEvent('shop', id, userData);
 
 test('suppression matches a hash in any hashed field and a device id in any spelling', { timeout: 120_000 }, async () => {
   const dataDir = tempDataDir();
