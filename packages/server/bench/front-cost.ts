@@ -13,29 +13,14 @@
  *
  * Usage: node packages/server/dist/bench/front-cost.js <other build's dist/bench/ladder-server.js> [seconds=5] [rounds=3]
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { provision, tempDataDir } from '../test/helpers/server-process.js';
 import { signedBodies } from './bench-events.js';
-import { measureCpuPerRequest } from './ladder.js';
+import { measureCpuPerRequest, startRung } from './ladder.js';
 import { writeWrkScript } from './wrk-runner.js';
-
-async function startRung(script: string, rung: string, dataDir: string, secret: string) {
-  const child = spawn(process.execPath, [script, rung, dataDir, secret], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let output = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stderr!.setEncoding('utf8').on('data', (t: string) => {
-      output += t;
-      const m = /listening (\d+)/.exec(output);
-      if (m) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`${script} ${rung} exited with ${code}: ${output}`)));
-  });
-  return { pid: child.pid!, port, stop: () => new Promise<void>((r) => { child.once('exit', () => r()); child.kill('SIGTERM'); }) };
-}
 
 async function main(): Promise<void> {
   const other = process.argv[2];
@@ -56,7 +41,7 @@ async function main(): Promise<void> {
   const builds = [{ build: 'this build', script: self }, { build: 'other build', script: other }];
   const servers: { build: string; case: (typeof cases)[number]; pid: number; port: number; stop: () => Promise<void> }[] = [];
   try {
-    for (const c of cases) for (const b of builds) servers.push({ build: b.build, case: c, ...(await startRung(b.script, c.rung, dataDir, creds.secret)) });
+    for (const c of cases) for (const b of builds) servers.push({ build: b.build, case: c, ...(await startRung(c.rung, dataDir, creds.secret, b.script)) });
     const samples = new Map(servers.map((s) => [s, [] as { rps: number; us: number; non2xx: number }[]]));
     for (let round = 0; round <= rounds; round++) {
       for (const s of servers) {

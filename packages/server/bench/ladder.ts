@@ -52,8 +52,13 @@ export async function measureCpuPerRequest(pid: number, url: string, script: str
   return { result, threadUs: (t1 - t0) / 1000 / requests, processUs: (p1 - p0) / 1000 / requests };
 }
 
-async function startRung(rung: string, dataDir: string, secret: string): Promise<{ pid: number; port: number; stop: () => Promise<void> }> {
-  const script = fileURLToPath(new URL('./ladder-server.js', import.meta.url));
+/** Starts one rung of a ladder server (`script`: this build's ladder-server.js unless another build's is named). */
+export async function startRung(
+  rung: string,
+  dataDir: string,
+  secret: string,
+  script = fileURLToPath(new URL('./ladder-server.js', import.meta.url)),
+): Promise<{ pid: number; port: number; stop: () => Promise<void> }> {
   const child = spawn(process.execPath, [script, rung, dataDir, secret], { stdio: ['ignore', 'ignore', 'pipe'] });
   let output = '';
   const port = await new Promise<number>((resolve, reject) => {

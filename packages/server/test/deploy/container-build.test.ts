@@ -19,7 +19,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { Client } from '@ecapi-ingest/client';
-import { REPO } from './deploy-helpers.js';
+import { REPO, sendWithNewKey } from './deploy-helpers.js';
 
 const BASE = process.env.ECAPI_TEST_CONTAINER_BASE;
 const hasBuildah = spawnSync('sh', ['-c', 'command -v buildah'], { stdio: 'ignore' }).status === 0;
@@ -88,11 +88,7 @@ test('the image builds, runs as its user, passes its health check, accepts a sig
       const client = new Client({ baseUrl: `https://127.0.0.1:${port}`, keyId: key.key_id, secret: key.secret, dataSetId: 'img', ca });
       try {
         const event = { id: 'image-1', timestamp: Math.floor(Date.now() / 1000) - 5, event_type: 'page_view' as const };
-        let r = await client.send([event]);
-        for (let i = 0; i < 100 && r.failure?.code === 'AUTHENTICATION'; i++) {
-          await new Promise((resolve) => setTimeout(resolve, 200));
-          r = await client.send([event]);
-        }
+        const r = await sendWithNewKey(client, event);
         assert.deepEqual([r.accepted, r.failure], [1, undefined], JSON.stringify(r.results));
       } finally {
         await client.close();

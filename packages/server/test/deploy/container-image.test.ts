@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { Client } from '@ecapi-ingest/client';
-import { containerfileInstructions, DEPLOY, envPairs, healthcheck, HEALTHCHECK, REPO, runService, type Instruction } from './deploy-helpers.js';
+import { containerfileInstructions, DEPLOY, envPairs, healthcheck, HEALTHCHECK, REPO, runService, sendWithNewKey, type Instruction } from './deploy-helpers.js';
 
 const CONTAINERFILE = `${DEPLOY}container/Containerfile`;
 const BUILD_DIR = '/src';
@@ -155,11 +155,7 @@ test('the runtime stage, assembled as its COPY lines say and run with its ENTRYP
     try {
       // The running service picks the new key up at its next control-plane poll (about a second).
       const event = { id: 'img-1', timestamp: Math.floor(Date.now() / 1000) - 5, event_type: 'page_view' as const };
-      let r = await client.send([event]);
-      for (let i = 0; i < 100 && r.failure?.code === 'AUTHENTICATION'; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        r = await client.send([event]);
-      }
+      const r = await sendWithNewKey(client, event);
       assert.deepEqual([r.accepted, r.failure], [1, undefined], JSON.stringify(r.results));
     } finally {
       await client.close();

@@ -4,9 +4,10 @@
  * image's health check script, and read the Containerfile's instructions.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import type { Client, SendResult } from '@ecapi-ingest/client';
+import { stopChild } from '../helpers/server-process.js';
 
 export const REPO = fileURLToPath(new URL('../../../../../', import.meta.url));
 export const DEPLOY = `${REPO}deploy/`;
@@ -47,12 +48,7 @@ export async function runService(argv: readonly string[], env: Record<string, st
     child,
     ...ports,
     output: () => output,
-    async stop(signal: NodeJS.Signals = 'SIGTERM') {
-      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-      child.kill(signal);
-      const [code] = (await once(child, 'exit')) as [number | null];
-      return code;
-    },
+    stop: (signal: NodeJS.Signals = 'SIGTERM') => stopChild(child, signal),
   };
 }
 
@@ -103,4 +99,17 @@ export function envFile(file: string): Record<string, string> {
     if (m) out[m[1]!] = m[2]!;
   }
   return out;
+}
+
+/**
+ * Sends one event with a key just created by the CLI: the running service picks the key up at its
+ * next control-plane poll (about a second), so AUTHENTICATION is retried for up to 20 s.
+ */
+export async function sendWithNewKey(client: Client, event: Parameters<Client['send']>[0][number]): Promise<SendResult> {
+  let r = await client.send([event]);
+  for (let i = 0; i < 100 && r.failure?.code === 'AUTHENTICATION'; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    r = await client.send([event]);
+  }
+  return r;
 }

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { once } from 'node:events';
 import { main } from '../../src/cli/main.js';
 import { freshDatabase } from './postgres.js';
+import { waitFor } from './fault-tools.js';
 
 /**
  * Storage profile of the black-box suites: `ECAPI_TEST_PROFILE=postgres` (with
@@ -96,12 +97,7 @@ export async function startServer(options: {
     dataDir: options.dataDir,
     env,
     output: () => output,
-    async stop(signal: NodeJS.Signals = 'SIGTERM') {
-      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-      child.kill(signal);
-      const [code] = (await once(child, 'exit')) as [number | null];
-      return code;
-    },
+    stop: (signal: NodeJS.Signals = 'SIGTERM') => stopChild(child, signal),
   };
 }
 
@@ -129,6 +125,22 @@ export async function cliJson<T = any>(dataDir: string, args: string[], env: 'pr
   const result = await cli(dataDir, ['--json', ...args], env);
   if (result.code !== 0) throw new Error(`ecapi-ingest ${args.join(' ')} failed (${result.code}): ${result.stderr}`);
   return JSON.parse(result.stdout) as T;
+}
+
+/** Sends `signal` to a child not yet gone and resolves with its exit code (null when a signal ended it). */
+export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+  child.kill(signal);
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return code;
+}
+
+/** Waits until the merged-view consumer has applied everything queued (and something was queued); its `worker status`. */
+export function consumerCaughtUp(dataDir: string, timeoutMs = 10_000): Promise<any> {
+  return waitFor('the consumer to catch up', async () => {
+    const s = await cliJson(dataDir, ['worker', 'status']);
+    return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
+  }, timeoutMs);
 }
 
 /** Creates a data set and a key for it; returns the credentials. */

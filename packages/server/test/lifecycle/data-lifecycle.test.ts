@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cli, cliJson, exportQueue, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
+import { cli, cliJson, consumerCaughtUp, exportQueue, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor as waitForEvery } from '../helpers/fault-tools.js';
@@ -20,11 +20,7 @@ const waitFor = <T>(what: string, fn: () => Promise<T | undefined | false>, time
 /** An event stamped now (whole seconds), so that a short --max-age accepts it. */
 const event = (id: string, userData: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => purchaseEvent('shop', id, userData, extra);
 
-const caughtUp = (dataDir: string) =>
-  waitFor('the consumer to catch up', async () => {
-    const s = await cliJson(dataDir, ['worker', 'status']);
-    return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
-  });
+const caughtUp = (dataDir: string) => consumerCaughtUp(dataDir);
 
 const recordOf = async (dataDir: string, id: string) => {
   const r = await cli(dataDir, ['--json', 'events', 'get', 'shop', id]);

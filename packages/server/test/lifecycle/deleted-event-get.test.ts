@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cli, cliJson, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
+import { cli, cliJson, consumerCaughtUp, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
@@ -25,10 +25,7 @@ test('events get of a deleted record says which deletion removed it', { timeout:
     const B = sha('kept@example.com');
     const body = { events: [event('forgotten-event-0001', A), event('forgotten-event-0002', A), event('kept-event-0001', B), event('single-event-0001', B)] };
     assert.equal((await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify(body))).status, 200);
-    await waitFor('the consumer to catch up', async () => {
-      const s = await cliJson(dataDir, ['worker', 'status']);
-      return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
-    }, 30_000);
+    await consumerCaughtUp(dataDir, 30_000);
     const deleted = await cliJson(dataDir, ['events', 'delete', 'shop', 'single-event-0001']);
     const forgot = await cliJson(dataDir, ['identities', 'forget', 'shop', '--identifier', `email:${A}`]);
     assert.equal(forgot.result.view_records, 2);

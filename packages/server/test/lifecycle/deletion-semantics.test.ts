@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { BIN, cli, cliJson, exportQueue, profileEnv, provision, startServer, tempDataDir } from '../helpers/server-process.js';
+import { BIN, cli, cliJson, consumerCaughtUp, exportQueue, profileEnv, provision, startServer, tempDataDir } from '../helpers/server-process.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
@@ -39,15 +39,7 @@ async function stopWorker(child: ChildProcess): Promise<void> {
   await once(child, 'exit');
 }
 
-const caughtUp = (dataDir: string) =>
-  waitFor(
-    'the consumer to catch up',
-    async () => {
-      const s = await cliJson(dataDir, ['worker', 'status']);
-      return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
-    },
-    30_000,
-  );
+const caughtUp = (dataDir: string) => consumerCaughtUp(dataDir, 30_000);
 
 test('a deletion covers the events queued up to its request, in view and queue alike: before gone, after and during kept, a later re-send of a covered event gone', { timeout: 60_000 }, async () => {
   const dataDir = tempDataDir('ecapi-semantics-');

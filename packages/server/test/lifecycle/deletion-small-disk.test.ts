@@ -15,7 +15,7 @@ import { closeSync, mkdtempSync, openSync, rmSync, statfsSync, statSync, unlinkS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { cli, cliJson, provision, startServer, TEST_PROFILE } from '../helpers/server-process.js';
+import { cli, cliJson, consumerCaughtUp, provision, startServer, TEST_PROFILE } from '../helpers/server-process.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { canMount, waitFor } from '../helpers/fault-tools.js';
@@ -69,10 +69,7 @@ test('a large forget with little free space: it waits while too little is free, 
         const res = await post(Array.from({ length: 400 }, (_, i) => (i % 2 === 0 ? event(`p-${b}-${i}-${rnd}`, A) : event(`o-${b}-${i}-${rnd}`, sha(`o-${b}-${i}`)))));
         assert.equal(res.status, 200, res.text);
       }
-      await waitFor('the consumer to catch up', async () => {
-        const s = await cliJson(mountDir, ['worker', 'status']);
-        return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
-      }, 60_000);
+      await consumerCaughtUp(mountDir, 60_000);
 
       // Senders all along: small signed batches, every response recorded.
       sending = true;

@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { cli, cliJson, databaseUrlFor, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
+import { cli, cliJson, consumerCaughtUp, databaseUrlFor, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { queryDatabase } from '../helpers/postgres.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
@@ -59,10 +59,7 @@ test('a worker SIGKILLed at random moments of a deletion: the restarted worker t
       const res = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify({ events }));
       assert.equal(res.status, 200, res.text);
     }
-    await waitFor('the consumer to catch up', async () => {
-      const s = await cliJson(dataDir, ['worker', 'status']);
-      return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
-    }, 40_000);
+    await consumerCaughtUp(dataDir, 40_000);
 
     const requested = await cli(dataDir, ['--json', 'identities', 'forget', 'shop', '--identifier', `email:${A}`, '--no-wait']);
     assert.equal(requested.code, 3, requested.stderr);

@@ -11,7 +11,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { cli, cliJson, exportQueue, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
+import { cli, cliJson, consumerCaughtUp, exportQueue, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
@@ -25,15 +25,7 @@ const RETENTION_BOUND_MS = 10_000;
 
 const event = purchaseEvent;
 
-const caughtUp = (dataDir: string) =>
-  waitFor(
-    'the consumer to catch up',
-    async () => {
-      const s = await cliJson(dataDir, ['worker', 'status']);
-      return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
-    },
-    30_000,
-  );
+const caughtUp = (dataDir: string) => consumerCaughtUp(dataDir, 30_000);
 
 test('forget and events delete: once done, no byte of the records is left in any file of the data dir (view, WAL, shm, queue, body log)', { skip, timeout: 60_000 }, async () => {
   const dataDir = tempDataDir('ecapi-erasure-');

@@ -9,7 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { cliJson, databaseUrlFor, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
+import { cliJson, consumerCaughtUp, databaseUrlFor, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
@@ -57,10 +57,7 @@ test('PostgreSQL: once done, no row of the schema holds the digest or the event 
   try {
     const res = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify({ events: [...ids.map((id) => event(id, A)), event(single, sha(`x-${rnd}`)), event(`keep-${rnd}`, sha(`y-${rnd}`))] }));
     assert.equal(res.status, 200, res.text);
-    await waitFor('the consumer to catch up', async () => {
-      const s = await cliJson(dataDir, ['worker', 'status']);
-      return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
-    }, 30_000);
+    await consumerCaughtUp(dataDir, 30_000);
     assert.ok((await tablesHolding(url, A)).length > 0, 'the search finds the digest before');
     const before = await vacuums(url);
 

@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cli, cliJson, provision, startServer, tempDataDir } from '../helpers/server-process.js';
+import { cli, cliJson, consumerCaughtUp, provision, startServer, tempDataDir } from '../helpers/server-process.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
@@ -38,10 +38,7 @@ test('suppression matches a hash in any hashed field and a device id in any spel
     const kept = [event('keep-email', { email_address: [KEEP] }), event('keep-cid', { customer_identifier: KEEP }), event('keep-device', { ifa: '11111111-2222-3333-4444-555555555555' })];
     const res = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify({ events: [...dropped, ...kept] }));
     assert.equal(res.status, 200, res.text);
-    await waitFor('the consumer to catch up', async () => {
-      const s = await cliJson(dataDir, ['worker', 'status']);
-      return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
-    }, 30_000);
+    await consumerCaughtUp(dataDir, 30_000);
     for (const e of kept) assert.equal((await cli(dataDir, ['events', 'get', 'shop', e.id])).code, 0, `${e.id} is in the view`);
     for (const e of dropped) assert.notEqual((await cli(dataDir, ['events', 'get', 'shop', e.id])).code, 0, `${e.id} was suppressed`);
     const stats = await cliJson(dataDir, ['stats', 'shop', '--since', '1h']);
