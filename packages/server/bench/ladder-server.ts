@@ -30,7 +30,7 @@ import { CredentialCache } from '../src/control/credential-cache.js';
 import { loadTlsMaterial } from '../src/tls/tls-material.js';
 import { createLogger } from '../src/observability/logger.js';
 import { ServiceMetrics } from '../src/observability/service-metrics.js';
-import { LiveRecorder, LiveStore, startLiveLoop } from '../src/observability/live-stats.js';
+import { LiveRecorder, LiveStore, startLiveLoop } from '../src/live/live-stats.js';
 import { QueueHealthLog } from '../src/observability/queue-health-log.js';
 import { BufferedOutcomeRecorder } from '../src/analytics/buffered-outcome-recorder.js';
 import { FailedAuthShedder } from '../src/rate-limit/failed-auth-shedder.js';

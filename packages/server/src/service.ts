@@ -22,8 +22,8 @@ import type { IngestOutcomeRecorder } from './analytics/ingest-outcome-recorder.
 import { BufferedOutcomeRecorder } from './analytics/buffered-outcome-recorder.js';
 import { registerConsumerLagGauges, StatsReader } from './analytics/stats-reader.js';
 import { DiskMonitor } from './lifecycle/disk-usage.js';
-import { LiveRecorder, startLiveLoop } from './observability/live-recorder.js';
-import { LiveStore } from './observability/live-store.js';
+import { LiveRecorder, startLiveLoop } from './live/live-recorder.js';
+import { LiveStore } from './live/live-store.js';
 import { createEventProcessor } from './validation/event-processor.js';
 import { announceListening, buildNodeAdmin, closeOnce, openNode } from './serving-node.js';
 import { listenFailure } from './http/listen-failure.js';

@@ -18,7 +18,7 @@ import type { StatsReader } from './analytics/stats-reader.js';
 import type { ControlPlane, IssuedKey } from './control/control-plane.js';
 import { createDemoIfFresh } from './demo.js';
 import type { Logger } from './observability/logger.js';
-import type { LiveStore } from './observability/live-store.js';
+import type { LiveStore } from './live/live-store.js';
 import type { DiskMonitor } from './lifecycle/disk-usage.js';
 import { openStorage } from './storage/open-storage.js';
 import type { Storage } from './storage/storage.js';

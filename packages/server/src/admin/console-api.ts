@@ -23,10 +23,10 @@ import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DataSetRecord, KeyRecord } from '../control/control-plane.js';
-import type { ConsumerLag } from '../consumer/consumer-lag.js';
+import type { ConsumerLag } from '../model/consumer-lag.js';
 import { isoOrNull, parseDurationMs } from '../control/duration.js';
-import type { StatsDocument } from '../analytics/hourly.js';
-import { LIVE_WINDOW_MS, type LiveStore, type TestEventEntry } from '../observability/live-stats.js';
+import type { StatsDocument } from '../analytics/stats-document.js';
+import { LIVE_WINDOW_MS, type LiveStore, type TestEventEntry } from '../live/live-stats.js';
 import type { AdminAuthGate } from './admin-guard.js';
 import type { DiskMonitor } from '../lifecycle/disk-usage.js';
 

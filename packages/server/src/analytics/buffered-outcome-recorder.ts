@@ -7,7 +7,8 @@
  * A failed flush (file busy, disk trouble) keeps the counts for the next one. Rejection messages are
  * reduced to their group (array indexes removed) before they are counted; no event is ever seen.
  */
-import { groupOfStoredReason, hourOf } from './hourly.js';
+import { hourOf } from '../model/hourly-counters.js';
+import { groupOfStoredReason } from './reason-groups.js';
 import type { IngestOutcomeRecorder } from './ingest-outcome-recorder.js';
 import type { DataSetCounterDelta, IngestStatsStore } from '../merged-view/view-store.js';
 

@@ -6,11 +6,32 @@
  * `events` (the accepted events as queued) and `rejectedEvents` (as received) are passed only when
  * `wantsEvents` is true, which the service sets for `--env test` alone: the production console
  * never shows event contents. `requestFailed` is called, under the same condition, for a request
- * answered as a whole with an error (observability/request-failure.ts says what is kept of it).
+ * answered as a whole with an error (live/request-failure.ts says what is kept of it).
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import type { EventPolicyMeta } from '../validation/event-check.js';
 import type { RejectionReason } from '../observability/service-metrics.js';
-import type { ObservedFailure } from '../observability/request-failure.js';
+
+/** What the public server hands over for a request answered with a request-level error (live/request-failure.ts keeps part of it). */
+export interface ObservedFailure {
+  readonly requestId: string;
+  readonly receivedAtMs: number;
+  readonly status: number;
+  /** The response body as sent. */
+  readonly responseBody: string;
+  readonly errorCode: string | null;
+  readonly method: string;
+  /** The request target as received (query string included). */
+  readonly url: string;
+  readonly headers: IncomingHttpHeaders;
+  /** Set when the HMAC verified: the proven key and data set. */
+  readonly authenticated?: { readonly keyId: string; readonly dataSetId: string };
+  /** The request body; only read when `authenticated`. */
+  readonly body?: Buffer;
+  /** Whether a key / data set of that id exists (for ids named by an unauthenticated request). */
+  readonly knownKey: (id: string) => boolean;
+  readonly knownDataSet: (id: string) => boolean;
+}
 
 export interface ObservedEventError {
   readonly index: number;

@@ -1,69 +1,11 @@
 /**
- * Analytics as pure functions: what one merged record contributes to its hour's counters, the
- * match-quality formula, the grouping of rejection messages, and the stats document built from
- * counter rows. Storage only ever adds integer deltas to named counters per (data set, hour), so
- * that the same records always give the same figures, whatever the batch boundaries were.
- *
- * Counters of the merged view (per data set and UTC hour of the record's first_received_at):
- *   events                  distinct events (merged records)
- *   type:<event_type>       events by event_type
- *   source:<source>         events by source ("(none)" when absent)
- *   value:<currency>        summed value, in millionths of the currency unit (exact integer sums)
- *   cov:<event_type>:<kind> events of that type carrying the identifier kind (see COVERAGE_FIELDS)
- *   mmt                     measurement-only events
- * and per UTC hour of the arriving record's received_at:
- *   received                queued records applied (including re-sends)
- *   merged                  records merged into an existing record
- *   discarded               records discarded because they arrived after the merge window
- *   suppressed              records dropped because they carried a suppressed identifier
- * Counters of ingest (written by the serving processes, per hour of arrival):
- *   accepted, rejected, reason:<group>
+ * The stats document of a data set (`stats`, the console, `GET /api/stats/:id`), read from its
+ * hourly counter rows (model/hourly-counters.ts: the names and what writes them), view and ingest
+ * rows together, and the match-quality formula it reports. Pure functions of the rows.
  */
-import { COVERAGE_FIELDS, coverageOf, type CoverageField } from '../merged-view/identity.js';
-import { isPlainObject, type JsonObject } from '../merged-view/merge.js';
-import { storedReasonOf } from '../validation/stored-reason.js';
-
-export const HOUR_MS = 3_600_000;
-
-/** Start (ms) of the UTC hour holding `ms`. */
-export function hourOf(ms: number): number {
-  return Math.floor(ms / HOUR_MS) * HOUR_MS;
-}
-
-export type Counters = Map<string, number>;
-
-export function addCounter(counters: Counters, name: string, delta: number): void {
-  if (delta === 0) return;
-  counters.set(name, (counters.get(name) ?? 0) + delta);
-}
-
-/** Value in millionths, rounded, so that sums are exact integers. */
-export function toMicros(value: number): number {
-  return Math.round(value * 1_000_000);
-}
-
-/** The counters one merged record contributes to the hour of its first_received_at. */
-export function contributionOf(event: JsonObject, measurementOnly: boolean): Counters {
-  const counters: Counters = new Map();
-  const type = typeof event.event_type === 'string' ? event.event_type : '(none)';
-  counters.set('events', 1);
-  counters.set(`type:${type}`, 1);
-  counters.set(`source:${typeof event.source === 'string' ? event.source : '(none)'}`, 1);
-  if (typeof event.value === 'number' && Number.isFinite(event.value) && typeof event.currency_code === 'string') {
-    const micros = toMicros(event.value);
-    if (micros !== 0) counters.set(`value:${event.currency_code.toUpperCase()}`, micros);
-  }
-  const coverage = coverageOf(event);
-  for (const field of COVERAGE_FIELDS) if (coverage[field]) counters.set(`cov:${type}:${field}`, 1);
-  if (measurementOnly) counters.set('mmt', 1);
-  return counters;
-}
-
-/** Whether a queued record is measurement-only: consent policy decided so, or the sender said so. */
-export function isMeasurementOnly(event: JsonObject, meta: { consent?: { decision?: string } } | undefined): boolean {
-  if (meta?.consent?.decision === 'measurement_only') return true;
-  return isPlainObject(event.user_data) && event.user_data.mmt_only === true;
-}
+import { addCounter, hourOf, type CounterRow, type Counters } from '../model/hourly-counters.js';
+import { COVERAGE_FIELDS, type CoverageField } from '../merged-view/identity.js';
+import { reasonGroupOf } from './reason-groups.js';
 
 /**
  * Match quality, 0 to 10, of the events of one type: 10 × the weighted identifier coverage,
@@ -92,35 +34,6 @@ export function matchQuality(counts: Readonly<Record<CoverageField, number>>, ev
   let weighted = 0;
   for (const field of COVERAGE_FIELDS) weighted += Math.round(MATCH_QUALITY_WEIGHTS[field] * 100) * (counts[field] ?? 0);
   return Math.round(weighted / events) / 10;
-}
-
-const MAX_REASON_LENGTH = 160;
-
-/**
- * The group of a stored reason (the request path's stored form, validation/stored-reason.ts, made
- * from the rejection's `{code, message}`): array indexes replaced by `[]`, so that `hashed field
- * user_data.email_address[3] is not …` and `…[0] …` count together. Used when counting.
- */
-export function groupOfStoredReason(stored: string): string {
-  const grouped = stored.replace(/\[\d+\]/g, '[]').replace(/\/\d+(?=\/|\s|$)/g, '/[]');
-  return grouped.length > MAX_REASON_LENGTH ? `${grouped.slice(0, MAX_REASON_LENGTH)}…` : grouped;
-}
-
-/**
- * The group of a rejection message read back as text (a stored row, or any message): stored form
- * first (idempotent), so that rows stored before the masking existed are served masked too.
- */
-export function reasonGroupOf(message: string): string {
-  return groupOfStoredReason(storedReasonOf(message));
-}
-
-// ---------------------------------------------------------------------------------------------
-// The stats document
-
-export interface CounterRow {
-  readonly hour: number;
-  readonly name: string;
-  readonly n: number;
 }
 
 export interface StatsFigures {

@@ -7,8 +7,9 @@
 import { Gauge, type Registry } from 'prom-client';
 import { parseDurationMs } from '../control/duration.js';
 import type { IngestStatsStore, ViewStore } from '../merged-view/view-store.js';
-import type { ConsumerLag } from '../consumer/consumer-lag.js';
-import { hourOf, statsDocument, type CounterRow, type StatsDocument } from './hourly.js';
+import type { ConsumerLag } from '../model/consumer-lag.js';
+import { hourOf, type CounterRow } from '../model/hourly-counters.js';
+import { statsDocument, type StatsDocument } from './stats-document.js';
 
 export const DEFAULT_STATS_WINDOW = '24h';
 

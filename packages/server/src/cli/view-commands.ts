@@ -5,8 +5,8 @@
  */
 import { Command, Option } from 'commander';
 import { parseSince, StatsReader } from '../analytics/stats-reader.js';
-import type { StatsDocument, StatsFigures } from '../analytics/hourly.js';
-import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
+import type { StatsDocument, StatsFigures } from '../analytics/stats-document.js';
+import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { runViewWorker } from '../view-worker.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import { recordKeyForId } from '../merged-view/merge.js';

@@ -1,6 +1,6 @@
 /** Messages between the primary of `serve --workers N` and its workers (besides rate-limit leases). */
 import type { ServeConfig } from '../config.js';
-import type { LiveDelta } from '../observability/live-stats.js';
+import type { LiveDelta } from '../live/live-stats.js';
 
 /** The environment variable carrying the serve configuration to forked workers. */
 export const WORKER_CONFIG_ENV = 'ECAPI_WORKER_CONFIG';

@@ -16,7 +16,7 @@ import { LeaseAuthority } from '../rate-limit/lease-authority.js';
 import type { LeaseRequest, LeaseReturn } from '../rate-limit/lease-protocol.js';
 import { LocalRateLimiter } from '../rate-limit/local-rate-limiter.js';
 import { StatsReader } from '../analytics/stats-reader.js';
-import { LiveStore } from '../observability/live-store.js';
+import { LiveStore } from '../live/live-store.js';
 import { announceListening, buildNodeAdmin, closeOnce, openNode } from '../serving-node.js';
 import { DiskMonitor } from '../lifecycle/disk-usage.js';
 import { listenFailure } from '../http/listen-failure.js';

@@ -8,7 +8,7 @@ import type { ServeConfig } from '../config.js';
 import { LeasedRateLimiter } from '../rate-limit/leased-rate-limiter.js';
 import { startService, type RunningService } from '../service.js';
 import type { WorkerMessage } from './cluster-messages.js';
-import { startLiveLoop } from '../observability/live-stats.js';
+import { startLiveLoop } from '../live/live-stats.js';
 
 export async function runWorker(config: ServeConfig): Promise<RunningService> {
   const send = (message: unknown) => {

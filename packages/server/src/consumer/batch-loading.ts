@@ -6,7 +6,7 @@
  * event carries both), the identity nodes those links and records point to, and (trees are flat)
  * their roots.
  */
-import { isMeasurementOnly } from '../analytics/hourly.js';
+import { isMeasurementOnly } from '../merged-view/record-counters.js';
 import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import { recordKeyOf, type JsonObject } from '../merged-view/merge.js';
 import { pairKey, type IdentityNode, type MergedRecord, type ViewTransaction } from '../merged-view/view-store.js';

@@ -4,11 +4,12 @@
  * Per arriving record, in the hour of its received_at: `received`, and `merged` or `discarded`.
  * Per merged record the batch touched, in the hour of its first_received_at: the contribution of
  * the record as stored before the batch is subtracted and that of its final state added
- * (analytics/hourly.ts `contributionOf`). A record merged several times within a batch passes
+ * (merged-view/record-counters.ts `contributionOf`). A record merged several times within a batch passes
  * through intermediate states whose contributions would cancel out; only the two ends are
  * computed. The sums are integers, so the result is the same whatever the batch boundaries.
  */
-import { contributionOf, hourOf } from '../analytics/hourly.js';
+import { hourOf } from '../model/hourly-counters.js';
+import { contributionOf } from '../merged-view/record-counters.js';
 import type { JsonObject } from '../merged-view/merge.js';
 import type { DataSetCounterDelta, MergedRecord } from '../merged-view/view-store.js';
 

@@ -27,16 +27,17 @@
  * that are older than the retention, in batches of RETENTION_BATCH rows (a short DELETE by primary
  * key; row locks only, so ingestion never waits for it).
  */
-import type { Environment } from '../../config.js';
-import { runConsumerLoop, type PartitionAssignment, type PartitionStepper } from '../../consumer/consumer-loop.js';
-import { VIEW_CONSUMER, ViewConsumer } from '../../consumer/view-consumer.js';
-import type { PostgresViewStore } from '../../merged-view/postgres-view-store.js';
-import { readSegments } from '../../queue/postgres-event-queue.js';
-import type { ConsumerRunOptions } from '../storage.js';
-import type { SuppressionFilter } from '../../lifecycle/lifecycle-backend.js';
-import { DB_NOW_MS, type Pool } from '../../postgres/database.js';
-import { QUEUE_PARTITIONS } from '../../postgres/migrations.js';
-import { partitionConsumer } from '../../postgres/partitions.js';
+import type { Environment } from '../config.js';
+import { runConsumerLoop, type PartitionAssignment, type PartitionStepper } from './consumer-loop.js';
+import { ViewConsumer } from './view-consumer.js';
+import type { PostgresViewStore } from '../merged-view/postgres-view-store.js';
+import { readSegments } from '../queue/postgres-event-queue.js';
+import type { ConsumerRunOptions } from './consumer-run-options.js';
+import type { SuppressionFilter } from '../lifecycle/lifecycle-backend.js';
+import { DB_NOW_MS, type Pool } from '../postgres/database.js';
+import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
+import { VIEW_CONSUMER, partitionConsumer } from '../model/consumer-offsets.js';
+import { lagOf, type ConsumerLag } from '../model/consumer-lag.js';
 
 export const LEASE_MS = 15_000;
 export const RENEW_MS = 3_000;
@@ -186,4 +187,30 @@ export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStor
     await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: 0 }).catch(() => undefined);
     logger.info({ env: options.env, worker: me }, 'consumer stopped');
   }
+}
+
+/**
+ * The consumer's lag over all queue partitions (`worker status`, the console, /metrics), from the
+ * partitions' offsets (`offsets`: the view store's rows named `merged-view/pNN`; a partition never
+ * applied starts at 1): records queued and not yet applied in any partition, and the age of the
+ * oldest of them.
+ */
+export async function partitionedLag(pool: Pool, offsets: ReadonlyMap<string, number>, nowMs: number): Promise<ConsumerLag> {
+  const parts = Array.from({ length: QUEUE_PARTITIONS }, (_, p) => p);
+  const nexts = parts.map((p) => offsets.get(partitionConsumer(VIEW_CONSUMER, p)) ?? 1);
+  const { rows } = await pool.query<{ last: number; lag: string; oldest: number | null; first_pending: number | null }>(
+    `WITH o AS (SELECT * FROM unnest($1::integer[], $2::bigint[]) AS o(part, next_seq)),
+          pending AS (SELECT q.first_seq, q.event_count, q.received_at, o.next_seq FROM queue_segments q JOIN o ON q.part = o.part
+                      WHERE q.first_seq + q.event_count > o.next_seq)
+     SELECT (SELECT next_seq - 1 FROM queue_head WHERE id = 1) AS last,
+            COALESCE(SUM(first_seq + event_count - GREATEST(first_seq, next_seq)), 0) AS lag,
+            MIN(received_at) AS oldest, MIN(GREATEST(first_seq, next_seq)) AS first_pending
+     FROM pending`,
+    [parts, nexts],
+  );
+  const row = rows[0]!;
+  const lagRecords = Number(row.lag);
+  const nextSeq = row.first_pending ?? row.last + 1;
+  const lag = lagOf(nextSeq, { lastSeq: row.last, receivedAt: row.oldest }, nowMs);
+  return { ...lag, lag_records: lagRecords };
 }

@@ -13,7 +13,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { lifecycleDbFile, SuppressionList } from '../lifecycle/sqlite-lifecycle-store.js';
 import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
-import { partitionOf } from './data-set-partition.js';
+import { partitionAmong } from '../model/data-set-partition.js';
 import { SqliteQueueSource } from './sqlite-queue-source.js';
 import { ViewConsumer } from './view-consumer.js';
 
@@ -35,7 +35,7 @@ const port = parentPort!;
 // Checkpoints are run by the process's main thread (view-checkpointer.ts); the automatic one, at
 // 256 MB of WAL, only as a safety net should those stop.
 const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536 });
-const source = new SqliteQueueSource(data.queueFile, { accept: (dataSetId) => partitionOf(dataSetId, data.partitions) === data.partition });
+const source = new SqliteQueueSource(data.queueFile, { accept: (dataSetId) => partitionAmong(dataSetId, data.partitions) === data.partition });
 let windows = new Map<string, number>();
 const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
 const suppressions = new SuppressionList(lifecycleDbFile(dirname(data.viewFile)));

@@ -16,7 +16,7 @@
  * were split into batches and however often a batch was interrupted and applied again
  * (test/consumer/batch-applier-model.test.ts checks this against a record-at-a-time reference).
  */
-import { hourOf } from '../analytics/hourly.js';
+import { hourOf } from '../model/hourly-counters.js';
 import type { MergedRecord, ViewTransaction } from '../merged-view/view-store.js';
 import type { QueueRecord } from '../queue/event-queue.js';
 import { loadBatch } from './batch-loading.js';

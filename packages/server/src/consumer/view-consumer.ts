@@ -12,10 +12,8 @@
  */
 import type { QueueRecord } from '../queue/event-queue.js';
 import type { ViewStore } from '../merged-view/view-store.js';
+import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { applyRecords, type ApplyOptions, type BatchResult } from './view-applier.js';
-
-/** The consumer's name in the offset table. */
-export const VIEW_CONSUMER = 'merged-view';
 
 /** Records read for a batch, and where the next read starts (past skipped records of other partitions). */
 export interface QueueBatch {

@@ -1,7 +1,7 @@
 /** The scale-out profile's lifecycle backend: everything in the environment's PostgreSQL schema. */
-import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
 import type { Pool } from '../postgres/database.js';
-import { partitionConsumer, partitionOf } from '../postgres/partitions.js';
+import { VIEW_CONSUMER, partitionConsumer } from '../model/consumer-offsets.js';
+import { queuePartitionOf } from '../postgres/partitions.js';
 import type { LifecycleBackend, StoreBytes, ViewEraser } from './lifecycle-backend.js';
 
 /** Which store a table of the environment's schema belongs to (others, like rate buckets, are not counted). */
@@ -35,7 +35,7 @@ export class PostgresLifecycleBackend implements LifecycleBackend {
    * passed (an idle partition's offset stays where its last segment ended).
    */
   async applied(dataSetId: string, boundSeq: number): Promise<boolean> {
-    const part = partitionOf(dataSetId);
+    const part = queuePartitionOf(dataSetId);
     const { rows } = await this.#pool.query<{ pending: boolean }>(
       `SELECT EXISTS (
          SELECT 1 FROM queue_segments

@@ -1,6 +1,6 @@
 /**
  * The scale-out profile's lifecycle store: deletion requests, suppressions and the audit log in the
- * environment's schema (postgres-lifecycle-schema.ts), with the same rules as lifecycle.db
+ * environment's schema (migrations 4 and 5, postgres/migrations.ts), with the same rules as lifecycle.db
  * (sqlite-lifecycle-store.ts): a target in clear only while its request is pending, digests under a
  * random key kept in `lifecycle_meta` otherwise. `lifecycle_meta.version` moves with every new
  * suppression, so that consumers reload the list only when it changed.

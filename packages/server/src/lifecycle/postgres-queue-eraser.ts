@@ -12,7 +12,7 @@
  */
 import { segmentEvents } from '../queue/segment-records.js';
 import { inTransaction, type Pool } from '../postgres/database.js';
-import { partitionOf } from '../postgres/partitions.js';
+import { queuePartitionOf } from '../postgres/partitions.js';
 import type { QueueEraser } from './lifecycle-backend.js';
 import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
 import { vacuum } from './postgres-view-eraser.js';
@@ -35,7 +35,7 @@ export class PostgresQueueEraser implements QueueEraser {
     const { rows } = await this.#pool.query<{ first_seq: string; raw: boolean; events: string }>(
       `SELECT first_seq, raw, events FROM queue_segments WHERE part = $1 AND data_set_id = $2 AND first_seq > $3 AND first_seq <= $4
        ORDER BY first_seq LIMIT $5`,
-      [partitionOf(dataSetId), dataSetId, afterSeq, upToSeq, limit],
+      [queuePartitionOf(dataSetId), dataSetId, afterSeq, upToSeq, limit],
     );
     let erased = 0;
     const seqs: string[] = [];

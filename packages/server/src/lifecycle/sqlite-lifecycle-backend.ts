@@ -7,7 +7,7 @@ import { existsSync, readdirSync, statSync, type Dirent } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { environmentDir, queueDbFile, viewDbFile, type Environment } from '../config.js';
-import { partitionOf } from '../consumer/data-set-partition.js';
+import { partitionAmong } from '../model/data-set-partition.js';
 import { recordedViewPartitions, viewPartitionFile } from '../merged-view/sqlite-view-layout.js';
 import type { LifecycleBackend, StoreBytes, ViewEraser } from './lifecycle-backend.js';
 import { lifecycleDbFile, SqliteLifecycleStore } from './sqlite-lifecycle-store.js';
@@ -72,7 +72,7 @@ export class SqliteLifecycleBackend implements LifecycleBackend {
 
   #eraserOf(dataSetId: string): SqliteViewEraser | null {
     const erasers = this.#viewErasers();
-    return erasers ? erasers[partitionOf(dataSetId, erasers.length)]! : null;
+    return erasers ? erasers[partitionAmong(dataSetId, erasers.length)]! : null;
   }
 
   async viewEraser(dataSetId: string): Promise<ViewEraser | null> {

@@ -24,7 +24,7 @@
  * queued copy is erased too; the row is deleted (and the WAL truncated) before the request is done.
  */
 import Database from 'better-sqlite3';
-import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
+import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { VIEW_JOURNAL_SIZE_LIMIT } from '../merged-view/sqlite-view-store.js';
 import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';

@@ -9,10 +9,10 @@
  * those that did not authenticate in a list of their own). Everything it holds is bounded per
  * second and handed over by `collect()`.
  */
-import type { ServiceMetrics } from './service-metrics.js';
-import type { IngestObserver, ObservedRequest } from '../analytics/ingest-observer.js';
+import type { ServiceMetrics } from '../observability/service-metrics.js';
+import type { IngestObserver, ObservedFailure, ObservedRequest } from '../analytics/ingest-observer.js';
 import { displayedEventId, eventForDisplay, eventIdForDisplay, rejectedEventForDisplay } from './event-display.js';
-import { requestFailureEntry, type ObservedFailure } from './request-failure.js';
+import { requestFailureEntry } from './request-failure.js';
 import {
   emptyDataSet, MAX_REJECTIONS_PER_DATA_SET, MAX_TEST_EVENTS, MAX_UNAUTHENTICATED_FAILURES,
   type CumulativeHistogram, type DataSetDelta, type LiveDelta, type RejectionEntry, type RequestFailureEntry, type TestEventEntry,

@@ -21,29 +21,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { HEADER_DATA_SET, HEADER_KEY_ID, HEADER_SIGNATURE } from '@ecapi-ingest/protocol';
 import { parseEvents } from '../http/payload.js';
+import type { ObservedFailure } from '../analytics/ingest-observer.js';
 import { MAX_EVENT_CHARS, rejectedEventForDisplay } from './event-display.js';
 import { MAX_FAILURE_FIELD_CHARS, type RequestFailureEntry } from './live-delta.js';
-
-/** What the public server hands over for a request answered with a request-level error. */
-export interface ObservedFailure {
-  readonly requestId: string;
-  readonly receivedAtMs: number;
-  readonly status: number;
-  /** The response body as sent. */
-  readonly responseBody: string;
-  readonly errorCode: string | null;
-  readonly method: string;
-  /** The request target as received (query string included). */
-  readonly url: string;
-  readonly headers: IncomingHttpHeaders;
-  /** Set when the HMAC verified: the proven key and data set. */
-  readonly authenticated?: { readonly keyId: string; readonly dataSetId: string };
-  /** The request body; only read when `authenticated`. */
-  readonly body?: Buffer;
-  /** Whether a key / data set of that id exists (for ids named by an unauthenticated request). */
-  readonly knownKey: (id: string) => boolean;
-  readonly knownDataSet: (id: string) => boolean;
-}
 
 /** The request headers kept, in this order: the ones that decide a request-level answer. */
 export const FAILURE_HEADERS = [

@@ -5,8 +5,8 @@
  * in partition 0. Writes go to the partitions directly (one consumer thread per partition), never
  * through here.
  */
-import type { CounterRow } from '../analytics/hourly.js';
-import { partitionOf } from '../consumer/data-set-partition.js';
+import type { CounterRow } from '../model/hourly-counters.js';
+import { partitionAmong } from '../model/data-set-partition.js';
 import { SqliteViewStore } from './sqlite-view-store.js';
 import { viewPartitionFile } from './sqlite-view-layout.js';
 import type { ConsumerHeartbeat, IdentityView, MergedRecord, ViewStore, ViewTransaction } from './view-store.js';
@@ -29,7 +29,7 @@ export class PartitionedViewStore implements ViewStore {
 
   #of(dataSetId: string): ViewStore {
     const parts = this.#parts;
-    return parts[partitionOf(dataSetId, parts.length)]!;
+    return parts[partitionAmong(dataSetId, parts.length)]!;
   }
 
   transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {

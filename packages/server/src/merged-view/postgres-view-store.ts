@@ -9,7 +9,7 @@
  * read the same offset, the second waits for the first to commit, sees the moved offset, and gives
  * up its batch (view-consumer.ts). A batch is applied exactly once in effect, whoever runs it.
  */
-import type { CounterRow } from '../analytics/hourly.js';
+import type { CounterRow } from '../model/hourly-counters.js';
 import type { JsonObject } from './merge.js';
 import {
   pairKey,

@@ -2,7 +2,7 @@
  * The embedded view's partitions: P SQLite files, one writer each, so that P consumer threads
  * apply in parallel (SQLite has one writer per file). Partition 0 is `view.db` itself, partition
  * k > 0 is `view-p<k>.db` beside it; a data set lives in partition
- * `data-set-partition.ts partitionOf(data set, P)`. With P = 1 the layout is exactly the
+ * `model/data-set-partition.ts partitionAmong(data set, P)`. With P = 1 the layout is exactly the
  * single-file one of earlier versions.
  *
  * P is fixed when the view is first consumed, and recorded in view.db (`view_layout`); a view.db
@@ -13,8 +13,7 @@
  */
 import type Database from 'better-sqlite3';
 import { basename, dirname, join } from 'node:path';
-/** consumer/view-consumer.ts VIEW_CONSUMER (not imported: the consumer imports the stores). */
-const VIEW_CONSUMER = 'merged-view';
+import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 
 /** Part of VIEW_SCHEMA (sqlite-view-store.ts). */
 export const LAYOUT_SCHEMA = 'CREATE TABLE IF NOT EXISTS view_layout (id INTEGER PRIMARY KEY CHECK (id = 1), partitions INTEGER NOT NULL);';

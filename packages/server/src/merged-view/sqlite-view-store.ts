@@ -14,7 +14,7 @@
  */
 import Database from 'better-sqlite3';
 import { prepareDatabaseFile } from '../fs/durable-files.js';
-import type { CounterRow } from '../analytics/hourly.js';
+import type { CounterRow } from '../model/hourly-counters.js';
 import type { JsonObject } from './merge.js';
 import {
   pairKey,

@@ -10,7 +10,7 @@
  * together, or neither happens. (With a network database, it is also a handful of round trips per
  * batch rather than several per event.)
  */
-import type { CounterRow } from '../analytics/hourly.js';
+import type { CounterRow } from '../model/hourly-counters.js';
 import type { JsonObject } from './merge.js';
 
 /** One record of the merged view. */

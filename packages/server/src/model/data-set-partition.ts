@@ -14,7 +14,11 @@ export function dataSetHash(dataSetId: string): number {
   return hash;
 }
 
-/** The partition (0 … count-1) of a data set. */
-export function partitionOf(dataSetId: string, count: number): number {
+/**
+ * The partition (0 … count-1) of a data set among `count`: the embedded view's P partition files
+ * (merged-view/sqlite-view-layout.ts) and, through postgres/partitions.ts `queuePartitionOf`, the
+ * PostgreSQL queue's partitions.
+ */
+export function partitionAmong(dataSetId: string, count: number): number {
   return dataSetHash(dataSetId) % count;
 }

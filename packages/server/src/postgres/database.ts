@@ -118,3 +118,14 @@ export async function migrate(url: string, env: Environment): Promise<MigrationR
 
 /** Current time in ms on the database's clock: the one clock every node agrees on. */
 export const DB_NOW_MS = `(floor(extract(epoch from clock_timestamp()) * 1000))::bigint`;
+
+/** The queue's acknowledgement is only as durable as the server's settings make a COMMIT: a warning when they do not, else null. */
+export async function durabilityWarning(pool: pg.Pool): Promise<string | null> {
+  const { rows } = await pool.query<{ fsync: string; sc: string }>(
+    `SELECT current_setting('fsync') AS fsync, current_setting('synchronous_commit') AS sc`,
+  );
+  const { fsync, sc } = rows[0]!;
+  if (fsync !== 'on') return 'PostgreSQL runs with fsync=off: a 200/207 does NOT mean the events survive a crash';
+  if (sc === 'off') return 'PostgreSQL runs with synchronous_commit=off: a 200/207 may be answered before the events are flushed';
+  return null;
+}

@@ -1,8 +1,9 @@
 /**
- * Versioned schema migrations of the PostgreSQL profile. Append only: a released migration is never
- * edited; a change is a new entry. `migrate()` (database.ts) applies what is missing, in order.
+ * Versioned schema migrations of the PostgreSQL profile: the whole schema of its one database, every
+ * feature's tables (the adapter rule, docs/ARCHITECTURE.md "Layers": PostgreSQL DDL lives here and
+ * nowhere else; an embedded store creates its own file's tables). Append only: a released migration
+ * is never edited; a change is a new entry. `migrate()` (database.ts) applies what is missing, in order.
  */
-import { DELETED_EVENTS_SQL, LIFECYCLE_SCHEMA_SQL } from '../lifecycle/postgres-lifecycle-schema.js';
 
 export interface Migration {
   readonly version: number;
@@ -10,7 +11,7 @@ export interface Migration {
   readonly sql: string;
 }
 
-/** Queue partitions: the unit of work that `worker` processes lease (see postgres-consumer.ts). */
+/** Queue partitions: the unit of work that `worker` processes lease (consumer/postgres-partitions.ts). */
 export const QUEUE_PARTITIONS = 16;
 
 const initial = `
@@ -226,13 +227,53 @@ INSERT INTO queue_accepted (data_set_id, hour, n)
   SELECT data_set_id, received_at - received_at % 3600000, SUM(event_count) FROM queue_segments GROUP BY 1, 2;
 `;
 
+// Issue 23, the data lifecycle: the same tables as lifecycle.db of the embedded profile
+// (lifecycle/sqlite-lifecycle-store.ts), and the index view retention reads by data set and age.
+const lifecycleTables = `
+CREATE TABLE lifecycle_meta (id integer PRIMARY KEY CHECK (id = 1), digest_key bytea NOT NULL, version bigint NOT NULL);
+CREATE TABLE deletion_requests (
+  id bigserial PRIMARY KEY,
+  data_set_id text NOT NULL,
+  kind text NOT NULL,
+  target text,
+  target_digest text NOT NULL,
+  suppress boolean NOT NULL,
+  bound_seq bigint NOT NULL,
+  actor text NOT NULL,
+  requested_at bigint NOT NULL,
+  state text NOT NULL,
+  done_at bigint,
+  result text,
+  claimed_until bigint
+);
+CREATE INDEX deletion_requests_pending ON deletion_requests (state) WHERE state = 'pending';
+CREATE TABLE suppressions (
+  data_set_id text NOT NULL,
+  digest text NOT NULL,
+  request_id bigint NOT NULL,
+  added_at bigint NOT NULL,
+  PRIMARY KEY (data_set_id, digest)
+);
+CREATE INDEX view_records_expiry ON view_records (data_set_id, last_received_at);
+`;
+
+// Issue 29: digests of the event ids a deletion request deleted (`events get` says so).
+const deletedEvents = `
+CREATE TABLE deleted_events (
+  data_set_id text NOT NULL,
+  event_digest text NOT NULL,
+  request_id bigint NOT NULL,
+  PRIMARY KEY (data_set_id, event_digest)
+);
+`;
+
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: 'initial: control plane, queue, merged view, leases, rate limits', sql: initial },
   // Issue 21: the fingerprint of the master key the control plane's secrets are sealed with.
   { version: 2, name: 'master key fingerprint', sql: 'ALTER TABLE control_meta ADD COLUMN master_key_fingerprint text;' },
   { version: 3, name: 'accepted counts per data set and hour, written by the queue commit', sql: acceptedCounts },
   // Issue 23: deletion requests, suppressions, the audit log, and the index view retention reads.
-  { version: 4, name: 'data lifecycle: deletion requests, suppressions, view expiry index', sql: LIFECYCLE_SCHEMA_SQL },
+  { version: 4, name: 'data lifecycle: deletion requests, suppressions, view expiry index', sql: lifecycleTables },
   // Issue 29: which event ids a deletion request deleted, as keyed digests (`events get` says so).
-  { version: 5, name: 'data lifecycle: digests of deleted event ids', sql: DELETED_EVENTS_SQL },
+  { version: 5, name: 'data lifecycle: digests of deleted event ids', sql: deletedEvents },
 ];

@@ -18,7 +18,7 @@ import { QueueHealthState } from './queue-health.js';
 import { QueueUnavailableError } from '../errors.js';
 import type { AppendReceipt, EventQueue, QueueAppend, QueueCommitObserver, QueueHealth, QueueRecord, ReadOptions } from './event-queue.js';
 import { appendSegmentRecords, segmentEvents, type SegmentHeader } from './segment-records.js';
-import { partitionOf } from '../postgres/partitions.js';
+import { queuePartitionOf } from '../postgres/partitions.js';
 import type { Pool } from '../postgres/database.js';
 
 interface PendingAppend {
@@ -161,7 +161,7 @@ export class PostgresEventQueue implements EventQueue {
       batch.keyId,
       batch.requestId,
       batch.policyVersion,
-      partitionOf(batch.dataSetId),
+      queuePartitionOf(batch.dataSetId),
       raw,
       events,
       hasMeta ? JSON.stringify(batch.metas.map((meta) => meta ?? null)) : null,

@@ -15,16 +15,14 @@ import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { acceptedCounts, PostgresEventQueue, readSegments } from '../queue/postgres-event-queue.js';
 import { PostgresIngestStatsStore, PostgresViewStore } from '../merged-view/postgres-view-store.js';
 import type { IngestStatsStore } from '../merged-view/view-store.js';
-import { lagOf } from '../consumer/consumer-lag.js';
-import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
+import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { DatabaseLeaseChannel } from '../rate-limit/database-lease-channel.js';
 import { LeasedRateLimiter } from '../rate-limit/leased-rate-limiter.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
-import { createPool, redactUrl, type Pool } from '../postgres/database.js';
-import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
-import { partitionConsumer } from '../postgres/partitions.js';
-import { runPartitionedConsumer } from './postgres/partitioned-consumer.js';
-import type { ConsumerRunOptions, QueueReader, Storage } from './storage.js';
+import { createPool, durabilityWarning, redactUrl, type Pool } from '../postgres/database.js';
+import { partitionedLag, runPartitionedConsumer } from '../consumer/postgres-partitions.js';
+import type { QueueReader, Storage } from './storage.js';
+import type { ConsumerRunOptions } from '../consumer/consumer-run-options.js';
 import { PostgresLifecycleBackend } from '../lifecycle/postgres-lifecycle-backend.js';
 import { PostgresSuppressionList } from '../lifecycle/postgres-lifecycle-store.js';
 
@@ -55,13 +53,7 @@ export class PostgresStorage implements Storage {
 
   /** The queue's acknowledgement is only as durable as the server's settings make a COMMIT. */
   async durabilityWarning(): Promise<string | null> {
-    const { rows } = await this.#pool.query<{ fsync: string; sc: string }>(
-      `SELECT current_setting('fsync') AS fsync, current_setting('synchronous_commit') AS sc`,
-    );
-    const { fsync, sc } = rows[0]!;
-    if (fsync !== 'on') return 'PostgreSQL runs with fsync=off: a 200/207 does NOT mean the events survive a crash';
-    if (sc === 'off') return 'PostgreSQL runs with synchronous_commit=off: a 200/207 may be answered before the events are flushed';
-    return null;
+    return durabilityWarning(this.#pool);
   }
 
   controlPlane(): ControlPlane {
@@ -90,26 +82,7 @@ export class PostgresStorage implements Storage {
   queueReader(): QueueReader {
     return {
       read: (options) => readSegments(this.#pool, options),
-      lag: async (nowMs) => {
-        const offsets = await this.viewStore().offsets(`${VIEW_CONSUMER}/`);
-        const parts = Array.from({ length: QUEUE_PARTITIONS }, (_, p) => p);
-        const nexts = parts.map((p) => offsets.get(partitionConsumer(VIEW_CONSUMER, p)) ?? 1);
-        const { rows } = await this.#pool.query<{ last: number; lag: string; oldest: number | null; first_pending: number | null }>(
-          `WITH o AS (SELECT * FROM unnest($1::integer[], $2::bigint[]) AS o(part, next_seq)),
-                pending AS (SELECT q.first_seq, q.event_count, q.received_at, o.next_seq FROM queue_segments q JOIN o ON q.part = o.part
-                            WHERE q.first_seq + q.event_count > o.next_seq)
-           SELECT (SELECT next_seq - 1 FROM queue_head WHERE id = 1) AS last,
-                  COALESCE(SUM(first_seq + event_count - GREATEST(first_seq, next_seq)), 0) AS lag,
-                  MIN(received_at) AS oldest, MIN(GREATEST(first_seq, next_seq)) AS first_pending
-           FROM pending`,
-          [parts, nexts],
-        );
-        const row = rows[0]!;
-        const lagRecords = Number(row.lag);
-        const nextSeq = row.first_pending ?? row.last + 1;
-        const lag = lagOf(nextSeq, { lastSeq: row.last, receivedAt: row.oldest }, nowMs);
-        return { ...lag, lag_records: lagRecords };
-      },
+      lag: async (nowMs) => partitionedLag(this.#pool, await this.viewStore().offsets(`${VIEW_CONSUMER}/`), nowMs),
       acceptedCounts: (dataSetId, sinceHourMs) => acceptedCounts(this.#pool, dataSetId, sinceHourMs),
     };
   }

@@ -19,9 +19,9 @@ import { SqliteIngestStatsStore } from '../merged-view/sqlite-view-store.js';
 import { SqlitePartitionedView } from '../merged-view/partitioned-view-store.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import type { IngestStatsStore } from '../merged-view/view-store.js';
-import { lagOf } from '../consumer/consumer-lag.js';
+import { lagOf } from '../model/consumer-lag.js';
 import { SqliteQueueSource } from '../consumer/sqlite-queue-source.js';
-import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
+import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { runConsumerLoop } from '../consumer/consumer-loop.js';
 import { SqlitePartitions } from '../consumer/sqlite-partitions.js';
 
@@ -29,7 +29,8 @@ import { SqlitePartitions } from '../consumer/sqlite-partitions.js';
 const RETENTION_EVERY_MS = 60_000;
 /** View partitions (consumer threads) of a new view. */
 export const DEFAULT_VIEW_PARTITIONS = 2;
-import type { ConsumerRunOptions, QueueReader, Storage } from './storage.js';
+import type { QueueReader, Storage } from './storage.js';
+import type { ConsumerRunOptions } from '../consumer/consumer-run-options.js';
 
 export class SqliteStorage implements Storage {
   readonly profile = 'sqlite' as const;

@@ -8,14 +8,14 @@
  * after the caller closed what it must flush first (the queue, the outcome recorder). Closing a
  * handed-out object twice is harmless.
  */
-import type { CounterRow } from '../analytics/hourly.js';
+import type { CounterRow } from '../model/hourly-counters.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import type { EventQueue, QueueCommitObserver, QueueRecord, ReadOptions } from '../queue/event-queue.js';
 import type { IngestStatsStore, ViewStore } from '../merged-view/view-store.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
-import type { ConsumerLag } from '../consumer/consumer-lag.js';
-import type { Logger } from '../observability/logger.js';
+import type { ConsumerLag } from '../model/consumer-lag.js';
 import type { LifecycleBackend } from '../lifecycle/lifecycle-backend.js';
+import type { ConsumerRunOptions } from '../consumer/consumer-run-options.js';
 
 export type StorageProfile = 'sqlite' | 'postgres';
 
@@ -30,25 +30,6 @@ export interface QueueReader {
    * Null when the queue predates these counts (an embedded queue file no writer has opened since).
    */
   acceptedCounts(dataSetId: string, sinceHourMs: number): Promise<CounterRow[] | null>;
-}
-
-export interface ConsumerRunOptions {
-  readonly logger: Logger;
-  /** Resolves when the worker must stop; the batch in progress completes first. */
-  readonly stopped: Promise<void>;
-  readonly batchSize: number;
-  readonly pollMs?: number;
-  readonly mergeWindowMs: (dataSetId: string) => number;
-  /** The same windows as entries (data set, ms), for partitions applied in other threads. */
-  readonly mergeWindows?: () => readonly [string, number][];
-  /** Embedded profile: view partitions (threads) when the view is first consumed (default 2). */
-  readonly viewPartitions?: number;
-  /** Every few seconds: refresh merge windows and the like. */
-  readonly onTick?: () => Promise<void>;
-  /** Queue retention (ms): consumed records older than this are deleted. */
-  readonly retentionMs?: number;
-  /** How often retention runs (ms); default one minute. */
-  readonly retentionEveryMs?: number;
 }
 
 export interface Storage {

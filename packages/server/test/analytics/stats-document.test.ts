@@ -1,8 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  contributionOf, figuresOf, hourOf, isMeasurementOnly, matchQuality, reasonGroupOf, statsDocument, toMicros,
-} from '../../src/analytics/hourly.js';
+import { hourOf } from '../../src/model/hourly-counters.js';
+import { contributionOf, isMeasurementOnly, toMicros } from '../../src/merged-view/record-counters.js';
+import { figuresOf, matchQuality, statsDocument } from '../../src/analytics/stats-document.js';
+import { reasonGroupOf } from '../../src/analytics/reason-groups.js';
 import { BufferedOutcomeRecorder } from '../../src/analytics/buffered-outcome-recorder.js';
 import { ingestRows, parseSince } from '../../src/analytics/stats-reader.js';
 import type { DataSetCounterDelta, IngestStatsStore } from '../../src/merged-view/view-store.js';

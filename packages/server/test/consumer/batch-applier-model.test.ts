@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
 import { ViewConsumer, type QueueBatch, type QueueSource } from '../../src/consumer/view-consumer.js';
-import { partitionOf } from '../../src/consumer/data-set-partition.js';
+import { partitionAmong } from '../../src/model/data-set-partition.js';
 import { PartitionedViewStore } from '../../src/merged-view/partitioned-view-store.js';
 import type { ViewStore } from '../../src/merged-view/view-store.js';
 import type { QueueRecord } from '../../src/queue/event-queue.js';
@@ -125,7 +125,7 @@ async function applyAll(stores: ViewStore[], records: QueueRecord[], batchSize: 
   let f = 0;
   const failNext = () => f < failures.length && failures[f++] === true;
   const consumers = stores.map((store, partition) =>
-    new ViewConsumer(failingStore(store, failNext), new PartitionSource(records, (ds) => partitionOf(ds, stores.length) === partition), {
+    new ViewConsumer(failingStore(store, failNext), new PartitionSource(records, (ds) => partitionAmong(ds, stores.length) === partition), {
       batchSize,
       mergeWindowMs: windowMs,
     }));

@@ -6,7 +6,8 @@
  * (declarative) rather than as deltas. It reuses only the pure per-event functions (normalization,
  * merge of two events, identifiers, one record's contribution), which have their own tests.
  */
-import { contributionOf, hourOf, isMeasurementOnly } from '../../src/analytics/hourly.js';
+import { hourOf } from '../../src/model/hourly-counters.js';
+import { contributionOf, isMeasurementOnly } from '../../src/merged-view/record-counters.js';
 import { identifiersOf, normalizeEvent } from '../../src/merged-view/identity.js';
 import { mergeEvents, recordKeyOf, type JsonObject } from '../../src/merged-view/merge.js';
 import type { QueueRecord } from '../../src/queue/event-queue.js';

@@ -1,10 +1,10 @@
 /**
- * The test environment's display copies (observability/event-display.ts): what a rejected event,
+ * The test environment's display copies (live/event-display.ts): what a rejected event,
  * which no policy has checked, may show, and what it may never show.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { displayedEventId, eventForDisplay, eventIdForDisplay, MAX_EVENT_CHARS, rejectedEventForDisplay } from '../../src/observability/event-display.js';
+import { displayedEventId, eventForDisplay, eventIdForDisplay, MAX_EVENT_CHARS, rejectedEventForDisplay } from '../../src/live/event-display.js';
 
 const HASH = 'b4c9a289323b21a01c3e940f150eb9b8c542587f1abfd8f0e1cc1ffc5e475514';
 

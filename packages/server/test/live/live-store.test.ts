@@ -1,8 +1,8 @@
-/** LiveStore (observability/live-store.ts): series before the store started are null, not 0. */
+/** LiveStore (live/live-store.ts): series before the store started are null, not 0. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LiveStore } from '../../src/observability/live-store.js';
-import type { LiveDelta } from '../../src/observability/live-delta.js';
+import { LiveStore } from '../../src/live/live-store.js';
+import type { LiveDelta } from '../../src/live/live-delta.js';
 
 const delta = (at: number, accepted: number): LiveDelta => ({
   at, pid: 1, requests: { '200': 1 }, latency: null, append: null, accepted, rejected: {}, rate_limited: {},

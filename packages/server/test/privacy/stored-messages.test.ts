@@ -15,7 +15,8 @@ import { join } from 'node:path';
 import { cliJson, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { postSigned, sampleEvent } from '../helpers/https-client.js';
 import { storedPathLabelOf, storedReasonOf } from '../../src/validation/stored-reason.js';
-import { reasonGroupOf, figuresOf } from '../../src/analytics/hourly.js';
+import { reasonGroupOf } from '../../src/analytics/reason-groups.js';
+import { figuresOf } from '../../src/analytics/stats-document.js';
 
 const SECRETS = ['mary@example.com', 'marysmith1980', 'john.doe@example.org', 'bob@example.net', 'alice-private-note'];
 

@@ -1,0 +1,25 @@
+/**
+ * What a process's merged-view consumer run is given (storage/storage.ts `Storage.runConsumer`), on
+ * either profile: the embedded one (consumer/sqlite-partitions.ts, wired by storage/sqlite-storage.ts)
+ * and PostgreSQL (consumer/postgres-partitions.ts).
+ */
+import type { Logger } from '../observability/logger.js';
+
+export interface ConsumerRunOptions {
+  readonly logger: Logger;
+  /** Resolves when the worker must stop; the batch in progress completes first. */
+  readonly stopped: Promise<void>;
+  readonly batchSize: number;
+  readonly pollMs?: number;
+  readonly mergeWindowMs: (dataSetId: string) => number;
+  /** The same windows as entries (data set, ms), for partitions applied in other threads. */
+  readonly mergeWindows?: () => readonly [string, number][];
+  /** Embedded profile: view partitions (threads) when the view is first consumed (default 2). */
+  readonly viewPartitions?: number;
+  /** Every few seconds: refresh merge windows and the like. */
+  readonly onTick?: () => Promise<void>;
+  /** Queue retention (ms): consumed records older than this are deleted. */
+  readonly retentionMs?: number;
+  /** How often retention runs (ms); default one minute. */
+  readonly retentionEveryMs?: number;
+}
