@@ -32,7 +32,7 @@ export type PartitionThreadMessage =
 
 const data = workerData as PartitionThreadData;
 const port = parentPort!;
-// Checkpoints are run by the process's main thread (view-checkpointer.ts); the automatic one, at
+// Checkpoints are run by the process's main thread (sqlite-view-checkpointer.ts); the automatic one, at
 // 256 MB of WAL, only as a safety net should those stop.
 const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536 });
 const source = new SqliteQueueSource(data.queueFile, { accept: (dataSetId) => partitionAmong(dataSetId, data.partitions) === data.partition });

@@ -14,7 +14,7 @@ import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import type { PartitionAssignment, PartitionStepper } from './consumer-loop.js';
 import type { PartitionThreadData, PartitionThreadMessage } from './sqlite-partition-thread.js';
 import { SqliteQueueSource } from './sqlite-queue-source.js';
-import { ViewCheckpointer } from './view-checkpointer.js';
+import { ViewCheckpointer } from './sqlite-view-checkpointer.js';
 import { ViewConsumer, type StepResult } from './view-consumer.js';
 
 export interface SqlitePartitionsOptions {

@@ -60,7 +60,7 @@ export class SqliteViewEraser implements ViewEraser {
     // As the consumer's connection: retention that a power loss rolls back runs again next round.
     // Deletions of a person's data sync their commit (#durably), since the request is then marked done.
     this.#db.pragma('synchronous = NORMAL');
-    // Checkpoints are the worker main thread's (consumer/view-checkpointer.ts) and this eraser's
+    // Checkpoints are the worker main thread's (consumer/sqlite-view-checkpointer.ts) and this eraser's
     // own after a deletion (truncate), never inside a deletion's commit.
     this.#db.pragma('wal_autocheckpoint = 65536');
     this.#db.pragma(`journal_size_limit = ${VIEW_JOURNAL_SIZE_LIMIT}`);

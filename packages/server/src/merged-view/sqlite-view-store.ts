@@ -96,7 +96,7 @@ CREATE TABLE IF NOT EXISTS ingest_counters (
 /**
  * Bytes a view file's WAL is truncated to when it starts over after a checkpoint (16 MiB): a burst
  * or a large deletion no longer leaves a WAL of hundreds of MB behind for good (issue 29). At full
- * rate the WAL grows past it again between two checkpoints (consumer/view-checkpointer.ts).
+ * rate the WAL grows past it again between two checkpoints (consumer/sqlite-view-checkpointer.ts).
  */
 export const VIEW_JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024;
 
@@ -153,7 +153,7 @@ export class SqliteViewStore implements ViewStore {
    * checkpointing every 256 MB rather than every 32 MB cut the bytes written per event by ~18%
    * (bench/README.md). The cost is disk: the WAL file grows to ~256 MB before it starts over, and a
    * reopen after a crash reads that much WAL. A partition thread (P > 1) leaves checkpoints to its
-   * process's main thread (consumer/view-checkpointer.ts) and keeps this one as a safety net.
+   * process's main thread (consumer/sqlite-view-checkpointer.ts) and keeps this one as a safety net.
    */
   constructor(file: string, options: { autocheckpointPages?: number } = {}) {
     this.#db = openDatabase(file, VIEW_SCHEMA);

@@ -29,7 +29,7 @@ interface TakeRow {
 
 const limitArgs = (l: DataSetLimits) => [l.rps, l.burstRps, l.burstSeconds, l.eps];
 
-export class DatabaseLeaseChannel implements IpcChannel {
+export class PostgresLeaseChannel implements IpcChannel {
   readonly #pool: Pool;
   readonly #listeners = new Set<(message: unknown) => void>();
   readonly #onError: (error: Error) => void;

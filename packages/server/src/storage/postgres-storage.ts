@@ -16,7 +16,7 @@ import { acceptedCounts, PostgresEventQueue, readSegments } from '../queue/postg
 import { PostgresIngestStatsStore, PostgresViewStore } from '../merged-view/postgres-view-store.js';
 import type { IngestStatsStore } from '../merged-view/view-store.js';
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
-import { DatabaseLeaseChannel } from '../rate-limit/database-lease-channel.js';
+import { PostgresLeaseChannel } from '../rate-limit/postgres-lease-channel.js';
 import { LeasedRateLimiter } from '../rate-limit/leased-rate-limiter.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
 import { createPool, durabilityWarning, redactUrl, type Pool } from '../postgres/database.js';
@@ -99,7 +99,7 @@ export class PostgresStorage implements Storage {
     // Its own small pool: a lease refill never waits behind a queue commit, and its commits need
     // no fsync (the table is UNLOGGED; synchronous_commit=off for these sessions).
     this.#limitsPool ??= createPool(this.#url, this.#env, { max: 4, settings: { synchronous_commit: 'off' }, applicationName: 'ecapi-ingest limits' });
-    const limiter = new LeasedRateLimiter(new DatabaseLeaseChannel(this.#limitsPool, options));
+    const limiter = new LeasedRateLimiter(new PostgresLeaseChannel(this.#limitsPool, options));
     this.#closables.push(limiter);
     return limiter;
   }
