@@ -1,10 +1,11 @@
 /**
- * The PostgreSQL profile's partition assignment: several `ecapi-ingest worker` processes, on any
- * machines, sharing the PostgreSQL queue. The loop that applies the partitions is the one of the
- * embedded profile (consumer/consumer-loop.ts); this file provides the leases and the pruning.
+ * The PostgreSQL profile's partition assignment (the embedded one: sqlite-partitions.ts): several
+ * `ecapi-ingest worker` processes, on any machines, sharing the PostgreSQL queue. The loop that
+ * applies the partitions is the one of the embedded profile (consumer/consumer-loop.ts); this file
+ * provides the leases, the pruning and the lag over all partitions.
  *
- * The queue is split into QUEUE_PARTITIONS partitions by data set (partitions.ts), each with its
- * own consumer offset (`merged-view/pNN`). Workers divide the partitions between them with leases
+ * The queue is split into QUEUE_PARTITIONS partitions by data set (postgres/partitions.ts), each
+ * with its own consumer offset (`merged-view/pNN`, model/consumer-offsets.ts). Workers divide the partitions between them with leases
  * in `consumer_leases`, on the database's clock:
  * - every RENEW_MS a worker records itself in `consumer_workers`, renews its leases for LEASE_MS,
  *   and counts the live workers; its fair share is ceil(partitions / live workers);
