@@ -14,6 +14,8 @@
 // The block between `<!-- layer-exceptions:begin -->` and `<!-- layer-exceptions:end -->` may
 // list imports tolerated for now, as `from.ts -> to.ts  # why` (paths relative to src); an
 // exception that no longer exists fails too, so the list only shrinks.
+// Another src dir (the console's page modules, packages/server/console/src) is checked for cycles
+// only, unless --architecture names the document holding its order.
 // Uses the TypeScript compiler already in devDependencies (its import scanner): no new dependency.
 // Usage: node scripts/check-import-cycles.mjs [src dir] [--architecture=docs/ARCHITECTURE.md]
 import { readdirSync, readFileSync, statSync, existsSync } from 'node:fs';
@@ -22,8 +24,12 @@ import ts from 'typescript';
 
 const args = process.argv.slice(2);
 const repo = join(import.meta.dirname, '..');
-const root = resolve(args.find((a) => !a.startsWith('--')) ?? join(repo, 'packages', 'server', 'src'));
-const architecture = resolve(args.find((a) => a.startsWith('--architecture='))?.slice('--architecture='.length) ?? join(repo, 'docs', 'ARCHITECTURE.md'));
+const serverSrc = join(repo, 'packages', 'server', 'src');
+const root = resolve(args.find((a) => !a.startsWith('--')) ?? serverSrc);
+const architectureArg = args.find((a) => a.startsWith('--architecture='))?.slice('--architecture='.length);
+const architecture = resolve(architectureArg ?? join(repo, 'docs', 'ARCHITECTURE.md'));
+/** Whether a layer order applies: the server's src, or a tree whose document is named. */
+const withLayers = root === resolve(serverSrc) || architectureArg !== undefined;
 const problems = [];
 
 // ---------------------------------------------------------------------------------------------
@@ -41,9 +47,9 @@ function block(text, name) {
     .map((line) => line.split('#')[0].trim())
     .filter((line) => line !== '');
 }
-const doc = readFileSync(architecture, 'utf8');
-const layerLines = block(doc, 'layer-order');
-if (!layerLines || layerLines.length === 0) {
+const doc = withLayers ? readFileSync(architecture, 'utf8') : '';
+const layerLines = withLayers ? block(doc, 'layer-order') : [];
+if (withLayers && (!layerLines || layerLines.length === 0)) {
   console.log(`${relative(process.cwd(), architecture)}: no layer order (<!-- layer-order:begin --> … <!-- layer-order:end -->)`);
   process.exit(1);
 }
@@ -99,6 +105,7 @@ for (const file of files) {
     }
     if (!folderEdges.get(from).includes(to)) folderEdges.get(from).push(to);
     if (!because.has(`${from} ${to}`)) because.set(`${from} ${to}`, edge);
+    if (!withLayers) continue;
     const [a, b] = [rank.get(from), rank.get(to)];
     if (a === undefined || b === undefined) continue; // reported below
     if (b > a) problems.push(`upward import: ${edge} (${label(from)} is below ${label(to)})`);
@@ -109,7 +116,7 @@ function label(node) {
   return node.endsWith('.ts') ? node : `${node}/`;
 }
 
-for (const node of folderEdges.keys()) {
+for (const node of withLayers ? folderEdges.keys() : []) {
   if (!rank.has(node)) problems.push(`${label(node)} is not in the layer order of ${relative(process.cwd(), architecture)}: place it`);
 }
 for (const node of rank.keys()) {
@@ -156,11 +163,14 @@ for (const component of cycles(fileEdges)) {
   problems.push(`import cycle of ${component.length} files:\n${lines.join('\n')}`);
 }
 for (const component of cycles(folderEdges)) {
+  if (component.every((n) => n.endsWith('.ts'))) continue; // files directly in src: reported as a file cycle above
   const lines = component.sort().map((n) => `    ${label(n)} -> ${folderEdges.get(n).filter((t) => component.includes(t)).map((t) => `${label(t)} (${because.get(`${n} ${t}`)})`).join(', ')}`);
   problems.push(`import cycle of ${component.length} folders:\n${lines.join('\n')}`);
 }
 
-if (problems.length === 0) {
+if (problems.length === 0 && !withLayers) {
+  console.log(`${files.length} modules of ${relative(process.cwd(), root) || '.'}: no import cycle among files or folders`);
+} else if (problems.length === 0) {
   console.log(
     `${files.length} modules of ${relative(process.cwd(), root) || '.'} in ${folderEdges.size} folders and files: no import cycle, ` +
       `no import up or across the ${layerLines.length} layers of ${relative(process.cwd(), architecture)}` +

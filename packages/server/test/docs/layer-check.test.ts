@@ -84,3 +84,20 @@ test('a folder the order does not place, and an entry that does not exist, fail'
   assert.match(output, /extra\/ is not in the layer order/);
   assert.match(output, /layer order names gone\/, which is not in/);
 });
+
+test('another src tree (the console) is checked for cycles only: no order applies, a cycle still fails', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ecapi-layer-check-'));
+  try {
+    writeFileSync(join(dir, 'a.ts'), "import { b } from './b.js';\nexport const a = () => b;\n");
+    writeFileSync(join(dir, 'b.ts'), 'export const b = 1;\n');
+    const sound = spawnSync(process.execPath, [SCRIPT, dir], { encoding: 'utf8' });
+    assert.equal(sound.status, 0, sound.stdout + sound.stderr);
+    assert.match(sound.stdout, /no import cycle among files or folders/);
+    writeFileSync(join(dir, 'b.ts'), "import { a } from './a.js';\nexport const b = () => a;\n");
+    const cyclic = spawnSync(process.execPath, [SCRIPT, dir], { encoding: 'utf8' });
+    assert.equal(cyclic.status, 1, cyclic.stdout);
+    assert.match(cyclic.stdout, /import cycle of 2 files/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
