@@ -10,7 +10,6 @@ import { isMeasurementOnly } from '../analytics/hourly.js';
 import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import { recordKeyOf, type JsonObject } from '../merged-view/merge.js';
 import { pairKey, type IdentityNode, type MergedRecord, type ViewTransaction } from '../merged-view/view-store.js';
-import { ENTRY_MEASUREMENT_ONLY } from '../queue/compact-entry.js';
 import type { QueueRecord } from '../queue/event-queue.js';
 
 /** A queued record, decoded once for the whole batch. */
@@ -38,19 +37,6 @@ export interface LoadedBatch {
 export function prepareRecords(records: readonly QueueRecord[]): PreparedRecord[] {
   return records.map((record) => {
     const event = normalizeEvent(record.event);
-    const entry = record.entry;
-    if (entry) {
-      // Keyed and linked by the serving process (queue/compact-entry.ts).
-      const key = (entry[0] as string | null) ?? `seq:${record.seq}`;
-      return {
-        record,
-        event,
-        key,
-        pk: pairKey(record.data_set_id, key),
-        identifiers: entry.slice(2) as string[],
-        measurementOnly: ((entry[1] as number) & ENTRY_MEASUREMENT_ONLY) !== 0,
-      };
-    }
     const key = recordKeyOf(event, record.seq);
     return {
       record,

@@ -69,7 +69,7 @@ export class SqliteQueueSource implements QueueSource {
         continue;
       }
       const decoded: QueueRecord[] = [];
-      appendSegmentRecords(decoded, row, segmentEvents(rowEvents(row, logDir)), row.metas, from, Number.MAX_SAFE_INTEGER, row.entries ?? null);
+      appendSegmentRecords(decoded, row, segmentEvents(rowEvents(row, logDir)), row.metas, from, Number.MAX_SAFE_INTEGER);
       const room = limit - records.length;
       if (decoded.length > room) {
         for (let i = 0; i < room; i++) records.push(decoded[i]!);

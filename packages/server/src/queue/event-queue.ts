@@ -7,7 +7,6 @@
  * See DESIGN.md beside this file for redelivery and ordering.
  */
 import type { EventPolicyMeta } from '../validation/event-check.js';
-import type { CompactEntry } from './compact-entry.js';
 
 /** The accepted events of one request. All belong to the request's data set. */
 export interface QueueAppend {
@@ -44,8 +43,6 @@ export interface QueueRecord {
   readonly policy_version: number;
   readonly event: Record<string, unknown>;
   readonly meta?: EventPolicyMeta;
-  /** The event's compact entry (compact-entry.ts), when its segment has them. */
-  readonly entry?: CompactEntry;
 }
 
 export interface ReadOptions {

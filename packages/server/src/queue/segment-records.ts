@@ -3,7 +3,6 @@
  * expanded into one QueueRecord per event. Both stores keep the same segment layout (see DESIGN.md),
  * so they share this code and cannot drift apart in what a record looks like.
  */
-import type { CompactEntry } from './compact-entry.js';
 import type { QueueRecord } from './event-queue.js';
 
 const hasOwn = Object.prototype.hasOwnProperty;
@@ -35,12 +34,8 @@ export function appendSegmentRecords(
   metasJson: string | null,
   fromSeq: number,
   limit: number,
-  entriesJson: string | null = null,
 ): boolean {
   const metas = metasJson === null ? null : (JSON.parse(metasJson) as (QueueRecord['meta'] | null)[]);
-  // Entries are used only when they match the events one to one (an eraser clears them with the events).
-  let entries = entriesJson === null ? null : (JSON.parse(entriesJson) as (CompactEntry | null)[]);
-  if (entries !== null && entries.length !== events.length) entries = null;
   for (let i = 0; i < events.length; i++) {
     const seq = segment.first_seq + i;
     if (seq < fromSeq) continue;
@@ -48,7 +43,6 @@ export function appendSegmentRecords(
     // number stays taken, no reader sees the event.
     if (events[i] === null) continue;
     const meta = metas?.[i];
-    const entry = entries?.[i];
     records.push({
       seq,
       received_at: segment.received_at,
@@ -58,7 +52,6 @@ export function appendSegmentRecords(
       policy_version: segment.policy_version,
       event: events[i]!,
       ...(meta ? { meta } : {}),
-      ...(entry ? { entry } : {}),
     });
     if (records.length >= limit) return true;
   }

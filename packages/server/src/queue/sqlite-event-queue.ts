@@ -28,7 +28,6 @@ import type {
   QueueRecord,
   ReadOptions,
 } from './event-queue.js';
-import { compactEntriesOf } from './compact-entry.js';
 import { openQueueDatabase, readRecords } from './sqlite-queue-store.js';
 import type { SegmentInput, WriterMessage, WriterReply, WriterRequest } from './sqlite-queue-writer-protocol.js';
 
@@ -206,7 +205,6 @@ export class SqliteEventQueue implements EventQueue {
       policyVersion: batch.policyVersion,
       events: batch.rawBody ? ownedBytes(batch.rawBody) : JSON.stringify(batch.events),
       metas: hasMeta ? JSON.stringify(batch.metas.map((meta) => meta ?? null)) : null,
-      entries: compactEntriesOf(batch.events, batch.metas),
     };
     const id = this.#nextId++;
     return new Promise<AppendReceipt>((resolve, reject) => {

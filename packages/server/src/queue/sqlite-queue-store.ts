@@ -42,8 +42,6 @@ export interface SegmentRow extends SegmentHeader {
   event_count: number;
   events: string | Buffer;
   metas: string | null;
-  /** compact-entry.ts entries of the events (JSON array), or null / absent (older rows and files). */
-  entries?: string | null;
   body_file?: number | null;
   body_offset?: number | null;
   body_length?: number | null;
@@ -63,16 +61,6 @@ function addBodyLogColumns(db: Database.Database): void {
   db.transaction(() => {
     if (hasColumns()) return; // another process added them while this one waited for the lock
     for (const column of ['body_file', 'body_offset', 'body_length']) db.exec(`ALTER TABLE queue_segments ADD COLUMN ${column} INTEGER`);
-  }).immediate();
-}
-
-/** The compact entries' column (compact-entry.ts; NULL in rows written before it), on new and older files alike. */
-function addEntriesColumn(db: Database.Database): void {
-  const hasColumn = () => (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('queue_segments') as string[]).includes('entries');
-  if (hasColumn()) return;
-  db.transaction(() => {
-    if (hasColumn()) return; // another process added it while this one waited for the lock
-    db.exec('ALTER TABLE queue_segments ADD COLUMN entries TEXT');
   }).immediate();
 }
 
@@ -160,7 +148,6 @@ export function openQueueDatabase(file: string, options: { readonly?: boolean } 
     db.pragma('secure_delete = ON');
     db.exec(QUEUE_SCHEMA);
     addBodyLogColumns(db);
-    addEntriesColumn(db);
     addAcceptedCounts(db);
   }
   return db;

@@ -13,8 +13,6 @@ export interface SegmentInput {
    */
   readonly events: string | Uint8Array;
   readonly metas: string | null;
-  /** compact-entry.ts entries of the events (JSON array). */
-  readonly entries: string | null;
 }
 
 /** One request's segment, or (without a segment) a probe: an empty transaction that tests the store. */
