@@ -92,11 +92,19 @@ class WorkerProcess {
     this.assertRunning(when);
   }
 
+  /** SIGTERM: it finishes its batch and exits 0. */
   async stop(): Promise<void> {
-    if (!this.running) return;
+    this.assertRunning('before it was stopped');
     this.child.kill('SIGTERM');
     await this.exited;
     assert.equal(this.child.exitCode, 0, `worker stopped with SIGTERM exits 0:\n${this.stderr}`);
+  }
+
+  /** After a failed assertion: never leave it running (nor this file waiting for it). */
+  async kill(): Promise<void> {
+    if (!this.running) return;
+    this.child.kill('SIGKILL');
+    await this.exited;
   }
 }
 
@@ -108,8 +116,9 @@ async function referenceView(dataDir: string, partitions: number): Promise<Recor
   try {
     await worker.waitCaughtUp(copy, 'in the reference run');
     await worker.waitForLog('"consumer started"', 'in the reference run');
-  } finally {
     await worker.stop();
+  } finally {
+    await worker.kill();
   }
   return dumpView(viewDbFile(copy, 'production'));
 }
@@ -130,21 +139,20 @@ function holdLock(file: string, kind: 'write' | 'exclusive'): () => void {
 
 async function startAgainstLock(dataDir: string, partitions: number, locked: string, kind: 'write' | 'exclusive', check?: () => void): Promise<void> {
   const expected = await referenceView(dataDir, partitions);
-  const release = holdLock(locked, kind);
-  let worker: WorkerProcess | null = null;
+  let release: (() => void) | null = holdLock(locked, kind);
+  const worker = new WorkerProcess(dataDir, partitions);
   try {
-    worker = new WorkerProcess(dataDir, partitions);
     // Said only once a connection's busy timeout (5 s) ran out against the lock.
     await worker.waitForLog(BUSY_RETRY_MESSAGE, 'while another connection held the lock');
     check?.();
-  } finally {
     release();
-  }
-  try {
+    release = null;
     await worker.waitCaughtUp(dataDir, 'after the lock was released');
     await worker.waitForLog('"consumer started"', 'after the lock was released');
-  } finally {
     await worker.stop();
+  } finally {
+    release?.();
+    await worker.kill();
   }
   const actual = dumpView(viewDbFile(dataDir, 'production'));
   for (const table of Object.keys(expected)) assert.deepEqual(actual[table], expected[table], table);
@@ -174,8 +182,9 @@ test('restart with a partition file exclusively locked: the worker waits, stays 
   const first = new WorkerProcess(dir, 2);
   try {
     await first.waitCaughtUp(dir, 'in the first run');
-  } finally {
     await first.stop();
+  } finally {
+    await first.kill();
   }
   await appendEvents(dir, 2000, 24);
   await startAgainstLock(dir, 2, viewPartitionFile(viewDbFile(dir, 'production'), 1), 'exclusive');
