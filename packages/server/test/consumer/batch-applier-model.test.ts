@@ -239,6 +239,11 @@ test('batch applier = record-at-a-time reference, whatever the batch size, parti
   );
 });
 
+const EXAMPLE: QueuedEvent = {
+  dataSetId: 'ds-b', id: undefined, advance: 0, eventType: 'purchase', source: undefined, value: undefined, currency: 'USD',
+  userData: undefined, consentMmt: false, segments: undefined,
+};
+
 test('sharded layout (record shards + identity stage) = record-at-a-time reference, whatever P (1, 2, 4), batch sizes, interleavings of the parts and failed batches', { timeout: 300_000 }, async () => {
   const dir = tempDataDir('ecapi-model-sharded-');
   let run = 0;
@@ -269,6 +274,19 @@ test('sharded layout (record shards + identity stage) = record-at-a-time referen
         }
       },
     ),
-    { numRuns: Number(process.env.MODEL_RUNS ?? 150) },
+    {
+      numRuns: Number(process.env.MODEL_RUNS ?? 150),
+      // A re-send that arrived before the first copy moves first_received_at back, so that a third
+      // copy 61 minutes after it (59 after the first) is past ds-b's 1 h window: the identity stage
+      // must keep first_received_at as the shard does, or it links what the shard discarded.
+      examples: [[
+        [
+          { ...EXAMPLE, id: 'e1', advance: 0 },
+          { ...EXAMPLE, id: 'e1', advance: -2 },
+          { ...EXAMPLE, id: 'e1', advance: 61, userData: { customer_identifier: 'cust-2' } },
+        ],
+        70, [], 2, [],
+      ]],
+    },
   );
 });
