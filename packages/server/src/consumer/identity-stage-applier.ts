@@ -50,6 +50,15 @@
  * or linked but discarded. Not fixed here: a fix makes a change effective from a queue position
  * recorded in every part's file.
  *
+ * Lifecycle (hazard, not built: `worker` does not run this layout yet). A deletion (retention,
+ * `events delete`, `identities forget`) touches a record's shard and its identity part, two files
+ * at different queue offsets. Deleted in both at one wall-clock time, a re-send queued between the
+ * two offsets would be merged and then deleted by the part that was ahead, but applied after the
+ * deletion (a new record, a new identity) by the part that was behind: the parts would disagree for
+ * good. So in this layout a deletion must take effect in every part at the same queue position (a
+ * fence each part applies when its offset reaches it, recorded in its own file), not merely be run
+ * against more files.
+ *
  * Memory: one batch per part thread and its maps, as a data-set partition (DESIGN.md "Memory
  * bound"); `record_identities` is a row per record on disk (no event), not in memory.
  */
