@@ -5,7 +5,7 @@
  * sharded layout a view has two kinds of parts, each a file of its own with its own writer, its own
  * offset and its own transaction:
  * - P **record shards** (record-shard-applier.ts): the merged records and the counters of the keys
- *   `record-shard.ts recordShardOf(data set, record key, P)` gives them, every data set spread over
+ *   `merged-view/record-shard.ts recordShardOf(data set, record key, P)` gives them, every data set spread over
  *   every shard;
  * - P **identity parts** (this module): identifier links, identity nodes and `record_identities`
  *   (per record: its first_received_at and its identity key) of the data sets

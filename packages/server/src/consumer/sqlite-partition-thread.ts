@@ -17,7 +17,7 @@ import { partitionAmong } from '../model/data-set-partition.js';
 import { SqliteQueueSource } from './sqlite-queue-source.js';
 import { applyIdentityStage } from './identity-stage-applier.js';
 import { applyRecordShard } from './record-shard-applier.js';
-import { queuedRecordShard } from './record-shard.js';
+import { queuedRecordShard } from '../merged-view/record-shard.js';
 import { ViewConsumer } from './view-consumer.js';
 
 export interface PartitionThreadData {

@@ -29,7 +29,7 @@ export class SqliteQueueSource implements QueueSource {
 
   /**
    * `accept`: the data sets of this source's partition (all when absent); `acceptRecord`: the
-   * records of this source's record shard (record-shard.ts; all when absent), the others skipped.
+   * records of this source's record shard (merged-view/record-shard.ts; all when absent), the others skipped.
    */
   constructor(file: string, options: { accept?: (dataSetId: string) => boolean; acceptRecord?: (record: QueueRecord) => boolean } = {}) {
     this.#file = file;

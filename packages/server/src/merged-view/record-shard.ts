@@ -1,11 +1,11 @@
 /**
- * Sharding of the merged records by record key (the sharded layout, identity-stage-applier.ts):
+ * Sharding of the merged records by record key (the sharded layout, consumer/identity-stage-applier.ts):
  * a record `(data_set_id, record key)` lives in shard `FNV-1a(data_set_id NUL record key) mod P`,
  * so one data set's records spread over every shard, and every queued record of one key (its
  * re-sends) goes to the same shard, in queue order. The key is taken from the queued event before
  * normalization (merge.ts recordKeyOf reads only `id`, which normalization leaves alone).
  */
-import { recordKeyOf, type JsonObject } from '../merged-view/merge.js';
+import { recordKeyOf, type JsonObject } from './merge.js';
 import type { QueueRecord } from '../queue/event-queue.js';
 import { dataSetHash } from '../model/data-set-partition.js';
 

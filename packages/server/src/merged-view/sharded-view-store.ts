@@ -14,7 +14,7 @@
  */
 import type { CounterRow } from '../model/hourly-counters.js';
 import { partitionAmong } from '../model/data-set-partition.js';
-import { recordShardOf } from '../consumer/record-shard.js';
+import { recordShardOf } from './record-shard.js';
 import type { ConsumerHeartbeat, IdentityView, MergedRecord, ViewStore, ViewTransaction } from './view-store.js';
 
 /** An identity part: a view store that also answers a record's identity key. */

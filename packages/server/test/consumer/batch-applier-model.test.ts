@@ -15,7 +15,7 @@ import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
 import { ViewConsumer, type BatchApplier, type QueueBatch, type QueueSource } from '../../src/consumer/view-consumer.js';
 import { applyRecordShard } from '../../src/consumer/record-shard-applier.js';
 import { applyIdentityStage } from '../../src/consumer/identity-stage-applier.js';
-import { queuedRecordShard } from '../../src/consumer/record-shard.js';
+import { queuedRecordShard } from '../../src/merged-view/record-shard.js';
 import { ShardedViewStore } from '../../src/merged-view/sharded-view-store.js';
 import { partitionAmong } from '../../src/model/data-set-partition.js';
 import { PartitionedViewStore } from '../../src/merged-view/partitioned-view-store.js';
