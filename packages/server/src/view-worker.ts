@@ -13,7 +13,7 @@ import { openStorage } from './storage/open-storage.js';
 import { DEFAULT_BATCH_SIZE } from './consumer/view-consumer.js';
 import { MergeWindows } from './consumer/merge-windows.js';
 import { LifecycleRunner } from './lifecycle/lifecycle-runner.js';
-import { retryWhileBusy } from './storage/sqlite-busy.js';
+import { retryWhileBusy } from './consumer/sqlite-busy.js';
 
 export interface ViewWorkerOptions {
   readonly dataDir: string;
@@ -37,7 +37,7 @@ export interface ViewWorkerOptions {
 
 export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
   // A file locked by another connection past its busy timeout (after a SIGKILL: a WAL recovery, a
-  // checkpoint on close) delays the start; it is not a reason to exit (storage/sqlite-busy.ts).
+  // checkpoint on close) delays the start; it is not a reason to exit (consumer/sqlite-busy.ts).
   const opened = await retryWhileBusy(
     async () => {
       const storage = await openStorage({ dataDir: options.dataDir, env: options.env, databaseUrl: options.databaseUrl });

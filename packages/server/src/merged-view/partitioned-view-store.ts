@@ -115,7 +115,7 @@ export class SqlitePartitionedView extends PartitionedViewStore {
    * (sqlite-view-layout.ts). The partition files are created (WAL, schema) before the layout names
    * them: a reader that sees the layout (`worker status`, the admin port) opens them at once, and
    * two connections switching one brand-new file to WAL at the same moment can fail with "database
-   * is locked" at once, without waiting for the busy timeout (storage/sqlite-busy.ts).
+   * is locked" at once, without waiting for the busy timeout (consumer/sqlite-busy.ts).
    */
   fixPartitions(requested: number): number {
     if (this.#first.recordedPartitions() === null) for (let p = 1; p < requested; p++) prepareViewFile(viewPartitionFile(this.#file, p));

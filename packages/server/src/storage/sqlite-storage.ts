@@ -24,7 +24,7 @@ import { SqliteQueueSource } from '../consumer/sqlite-queue-source.js';
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { runConsumerLoop } from '../consumer/consumer-loop.js';
 import { SqlitePartitions } from '../consumer/sqlite-partitions.js';
-import { retryWhileBusy } from './sqlite-busy.js';
+import { retryWhileBusy } from '../consumer/sqlite-busy.js';
 
 /** How often the consumer prunes the queue (when a retention is set). */
 const RETENTION_EVERY_MS = 60_000;
@@ -132,7 +132,7 @@ export class SqliteStorage implements Storage {
     const requested = options.viewPartitions ?? DEFAULT_VIEW_PARTITIONS;
     if (!Number.isInteger(requested) || requested < 1 || requested > MAX_VIEW_PARTITIONS) throw new Error(`view partitions must be 1 to ${MAX_VIEW_PARTITIONS}`);
     // Recording the layout writes view.db, and the log line below opens every partition file: a lock
-    // held past the busy timeout (storage/sqlite-busy.ts) delays the start, never ends the worker.
+    // held past the busy timeout (consumer/sqlite-busy.ts) delays the start, never ends the worker.
     const prepared = await retryWhileBusy(async () => ({ partitions: view.fixPartitions(requested), nextSeq: await view.offset(VIEW_CONSUMER) }), {
       logger: options.logger,
       stopped: options.stopped,

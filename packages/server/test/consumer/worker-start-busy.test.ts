@@ -16,7 +16,7 @@ import Database from 'better-sqlite3';
 import { queueDbFile, viewDbFile } from '../../src/config.js';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import { viewPartitionFile } from '../../src/merged-view/sqlite-view-layout.js';
-import { BUSY_RETRY_MESSAGE } from '../../src/storage/sqlite-busy.js';
+import { BUSY_RETRY_MESSAGE } from '../../src/consumer/sqlite-busy.js';
 import { BIN, cliJson, consumerCaughtUp, tempDataDir } from '../helpers/server-process.js';
 import { generateEvents } from '../helpers/event-generator.js';
 import { dumpView } from '../helpers/view-dump.js';
