@@ -33,7 +33,7 @@ import { SqliteViewStore } from '../src/merged-view/sqlite-view-store.js';
 import { viewPartitionFile, viewShardFile } from '../src/merged-view/sqlite-view-layout.js';
 import { SqlitePartitions } from '../src/consumer/sqlite-partitions.js';
 import { DEFAULT_BATCH_SIZE } from '../src/consumer/view-consumer.js';
-import { DEFAULT_VIEW_PARTITIONS } from '../src/storage/sqlite-storage.js';
+import { DEFAULT_VIEW_PARTITIONS } from '../src/consumer/sqlite-consumer.js';
 import { appendConsumerWorkload } from './consumer-events.js';
 
 const positional = process.argv.slice(2).filter((a, i, all) => !a.startsWith('--') && !(all[i - 1] ?? '').startsWith('--'));

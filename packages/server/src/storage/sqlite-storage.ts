@@ -1,8 +1,8 @@
 /**
  * The embedded profile: the SQLite classes behind the Storage interface. Files live under
- * `<data-dir>/<env>/` (config.ts). For the consumer it provides the partition assignment (all the
- * view's partitions, consumer/sqlite-partitions.ts), the view store and queue pruning; the loop
- * itself is consumer/consumer-loop.ts, shared with PostgreSQL.
+ * `<data-dir>/<env>/` (config.ts). The consumer's run over the view's partitions is
+ * consumer/sqlite-consumer.ts (PostgreSQL's: consumer/postgres-partitions.ts); this class only
+ * hands it the files and the view store.
  */
 import { existsSync } from 'node:fs';
 import { ENVIRONMENTS, ingestStatsDbFile, queueDbFile, viewDbFile, controlDbFile, type Environment } from '../config.js';
@@ -13,25 +13,16 @@ import { controlFileHoldsSecrets, SqliteControlStore } from '../control/sqlite-c
 import type { EventQueue, QueueCommitObserver } from '../queue/event-queue.js';
 import { SqliteEventQueue } from '../queue/sqlite-event-queue.js';
 import { openQueueDatabase, readRecords, SqliteAcceptedCounts } from '../queue/sqlite-queue-store.js';
-import { SqliteQueueRetention } from '../queue/sqlite-queue-retention.js';
 import { SqliteLifecycleBackend } from '../lifecycle/sqlite-lifecycle-backend.js';
 import { SqliteIngestStatsStore } from '../merged-view/sqlite-view-store.js';
 import { SqlitePartitionedView } from '../merged-view/partitioned-view-store.js';
-import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import type { IngestStatsStore } from '../merged-view/view-store.js';
 import { lagOf } from '../model/consumer-lag.js';
 import { SqliteQueueSource } from '../consumer/sqlite-queue-source.js';
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
-import { runConsumerLoop } from '../consumer/consumer-loop.js';
-import { SqlitePartitions } from '../consumer/sqlite-partitions.js';
-import { retryWhileBusy } from '../consumer/sqlite-busy.js';
-
-/** How often the consumer prunes the queue (when a retention is set). */
-const RETENTION_EVERY_MS = 60_000;
-/** View partitions (consumer threads) of a new view. */
-export const DEFAULT_VIEW_PARTITIONS = 2;
 import type { QueueReader, Storage } from './storage.js';
 import type { ConsumerRunOptions } from '../consumer/consumer-run-options.js';
+import { runSqliteConsumer } from '../consumer/sqlite-consumer.js';
 
 export class SqliteStorage implements Storage {
   readonly profile = 'sqlite' as const;
@@ -126,64 +117,8 @@ export class SqliteStorage implements Storage {
     return null;
   }
 
-  async runConsumer(options: ConsumerRunOptions): Promise<void> {
-    const view = this.viewStore();
-    const queueFile = queueDbFile(this.#dataDir, this.#env);
-    const requested = options.viewPartitions ?? DEFAULT_VIEW_PARTITIONS;
-    if (!Number.isInteger(requested) || requested < 1 || requested > MAX_VIEW_PARTITIONS) throw new Error(`view partitions must be 1 to ${MAX_VIEW_PARTITIONS}`);
-    // Recording the layout writes view.db, and the log line below opens every partition file: a lock
-    // held past the busy timeout (consumer/sqlite-busy.ts) delays the start, never ends the worker.
-    const prepared = await retryWhileBusy(async () => ({ partitions: view.fixPartitions(requested), nextSeq: await view.offset(VIEW_CONSUMER) }), {
-      logger: options.logger,
-      stopped: options.stopped,
-      step: 'preparing the view partitions',
-    });
-    if (!prepared) return;
-    const { partitions, nextSeq } = prepared;
-    if (partitions !== requested && options.viewPartitions !== undefined) {
-      options.logger.warn({ requested, partitions }, 'the view was created with another partition count; keeping it (delete the view files to change it)');
-    }
-    const assignment = new SqlitePartitions({
-      queueFile,
-      viewFile: viewDbFile(this.#dataDir, this.#env),
-      partitions,
-      batchSize: options.batchSize,
-      windows: options.mergeWindows ?? (() => []),
-    });
-    // The consumer knows what was applied (the lowest partition offset), so it prunes the queue
-    // (queue/sqlite-queue-retention.ts).
-    const retentionMs = options.retentionMs ?? 0;
-    const retention = retentionMs > 0 ? new SqliteQueueRetention(queueFile) : null;
-    options.logger.info({ env: this.#env, pid: process.pid, partitions, next_seq: nextSeq }, 'consumer started');
-    try {
-      await runConsumerLoop(assignment, {
-        logger: options.logger,
-        stopped: options.stopped,
-        ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
-        onTick: async () => {
-          await options.onTick?.();
-          assignment.windowsChanged();
-          await view.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
-        },
-        ...(retention
-          ? {
-              retention: {
-                everyMs: options.retentionEveryMs ?? RETENTION_EVERY_MS,
-                run: async () => {
-                  const round = retention.run(await view.offset(VIEW_CONSUMER), retentionMs);
-                  await retention.truncateWal(); // issue 29: no copy of deleted segments left in the WAL
-                  if (round.segmentsDeleted > 0 || round.filesDeleted > 0) {
-                    options.logger.info({ deleted_segments: round.segmentsDeleted, deleted_body_files: round.filesDeleted }, 'queue retention');
-                  }
-                },
-              },
-            }
-          : {}),
-      });
-    } finally {
-      await view.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: 0 }).catch(() => undefined);
-      retention?.close();
-    }
+  runConsumer(options: ConsumerRunOptions): Promise<void> {
+    return runSqliteConsumer(this.viewStore(), { env: this.#env, queueFile: queueDbFile(this.#dataDir, this.#env), viewFile: viewDbFile(this.#dataDir, this.#env) }, options);
   }
 
   lifecycle(): SqliteLifecycleBackend {

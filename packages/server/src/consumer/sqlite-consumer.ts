@@ -1,0 +1,85 @@
+/**
+ * The embedded profile's consumer run (`worker`, `Storage.runConsumer` of storage/sqlite-storage.ts;
+ * PostgreSQL's is consumer/postgres-partitions.ts): the view's partition count (fixed when the view
+ * is first consumed), its partition threads (sqlite-partitions.ts) in the loop both profiles share
+ * (consumer-loop.ts), the heartbeat, and queue retention, which the consumer runs since it knows
+ * what was applied (the lowest partition offset).
+ */
+import type { Environment } from '../config.js';
+import type { SqlitePartitionedView } from '../merged-view/partitioned-view-store.js';
+import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
+import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
+import { SqliteQueueRetention } from '../queue/sqlite-queue-retention.js';
+import { runConsumerLoop } from './consumer-loop.js';
+import type { ConsumerRunOptions } from './consumer-run-options.js';
+import { retryWhileBusy } from './sqlite-busy.js';
+import { SqlitePartitions } from './sqlite-partitions.js';
+
+/** How often the consumer prunes the queue (when a retention is set). */
+const RETENTION_EVERY_MS = 60_000;
+/** View partitions (consumer threads) of a new view. */
+export const DEFAULT_VIEW_PARTITIONS = 2;
+
+/** Runs the merged-view consumer over the view's partitions until `options.stopped`. */
+export async function runSqliteConsumer(
+  view: SqlitePartitionedView,
+  files: { readonly env: Environment; readonly queueFile: string; readonly viewFile: string },
+  options: ConsumerRunOptions,
+): Promise<void> {
+  const { queueFile } = files;
+  const requested = options.viewPartitions ?? DEFAULT_VIEW_PARTITIONS;
+  if (!Number.isInteger(requested) || requested < 1 || requested > MAX_VIEW_PARTITIONS) throw new Error(`view partitions must be 1 to ${MAX_VIEW_PARTITIONS}`);
+  // Recording the layout writes view.db, and the log line below opens every partition file: a lock
+  // held past the busy timeout (consumer/sqlite-busy.ts) delays the start, never ends the worker.
+  const prepared = await retryWhileBusy(async () => ({ partitions: view.fixPartitions(requested), nextSeq: await view.offset(VIEW_CONSUMER) }), {
+    logger: options.logger,
+    stopped: options.stopped,
+    step: 'preparing the view partitions',
+  });
+  if (!prepared) return;
+  const { partitions, nextSeq } = prepared;
+  if (partitions !== requested && options.viewPartitions !== undefined) {
+    options.logger.warn({ requested, partitions }, 'the view was created with another partition count; keeping it (delete the view files to change it)');
+  }
+  const assignment = new SqlitePartitions({
+    queueFile,
+    viewFile: files.viewFile,
+    partitions,
+    batchSize: options.batchSize,
+    windows: options.mergeWindows ?? (() => []),
+  });
+  // The consumer knows what was applied (the lowest partition offset), so it prunes the queue
+  // (queue/sqlite-queue-retention.ts).
+  const retentionMs = options.retentionMs ?? 0;
+  const retention = retentionMs > 0 ? new SqliteQueueRetention(queueFile) : null;
+  options.logger.info({ env: files.env, pid: process.pid, partitions, next_seq: nextSeq }, 'consumer started');
+  try {
+    await runConsumerLoop(assignment, {
+      logger: options.logger,
+      stopped: options.stopped,
+      ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+      onTick: async () => {
+        await options.onTick?.();
+        assignment.windowsChanged();
+        await view.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
+      },
+      ...(retention
+        ? {
+            retention: {
+              everyMs: options.retentionEveryMs ?? RETENTION_EVERY_MS,
+              run: async () => {
+                const round = retention.run(await view.offset(VIEW_CONSUMER), retentionMs);
+                await retention.truncateWal(); // issue 29: no copy of deleted segments left in the WAL
+                if (round.segmentsDeleted > 0 || round.filesDeleted > 0) {
+                  options.logger.info({ deleted_segments: round.segmentsDeleted, deleted_body_files: round.filesDeleted }, 'queue retention');
+                }
+              },
+            },
+          }
+        : {}),
+    });
+  } finally {
+    await view.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: 0 }).catch(() => undefined);
+    retention?.close();
+  }
+}
