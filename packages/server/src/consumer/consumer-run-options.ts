@@ -1,6 +1,6 @@
 /**
  * What a process's merged-view consumer run is given (storage/storage.ts `Storage.runConsumer`), on
- * either profile: the embedded one (consumer/sqlite-partitions.ts, wired by storage/sqlite-storage.ts)
+ * either profile: the embedded one (consumer/sqlite-consumer.ts)
  * and PostgreSQL (consumer/postgres-partitions.ts).
  */
 import type { Logger } from '../observability/logger.js';

@@ -1,7 +1,7 @@
 /**
  * Retention of the embedded queue: segments the merged-view consumer has applied and that are
  * older than the retention are deleted, then the body-log files no remaining row points into.
- * Run by the consumer (storage/sqlite-storage.ts), the only process that knows what was applied.
+ * Run by the consumer (consumer/sqlite-consumer.ts), the only process that knows what was applied.
  *
  * Rules:
  * - A segment goes only when ALL its events are below the consumer's offset (first_seq +
