@@ -7,7 +7,7 @@
  * or one data set, `data-sets=1`: issue 30's one large sender), not timed; then starts W workers
  * and, once the leases are settled (every worker holds partitions), times the records applied
  * until the lag is 0. Prints one JSON line, with the CPU over the timed span (user + system, /proc,
- * 10 ms resolution) per timed event: of the worker processes (all threads), of their busiest thread
+ * 10 ms resolution) per timed event: of the worker processes (all threads; and each one's CPU seconds), of their busiest thread
  * (the critical path of a partition's lane), and of the PostgreSQL server when it runs on this
  * machine (the postmaster's process tree, plus the children it reaped meanwhile), and the 1-minute
  * load average at the start and the end (the machine may be shared).
@@ -93,6 +93,7 @@ try {
   const startLag = (await reader.lag(Date.now())).lag_records;
   const threadsBefore = threadTicks(workerPids);
   const workersBefore = treeCpuSeconds(workerPids);
+  const eachBefore = workers.map((w) => treeCpuSeconds(processTree(w.pid!)));
   const serverBefore = postmaster === undefined ? 0 : serverCpuSeconds(postmaster);
   const started = performance.now();
   for (;;) {
@@ -101,6 +102,7 @@ try {
   }
   const seconds = (performance.now() - started) / 1000;
   const workersCpu = treeCpuSeconds(workerPids) - workersBefore;
+  const eachCpu = workers.map((w, i) => Math.round((treeCpuSeconds(processTree(w.pid!)) - eachBefore[i]!) * 100) / 100);
   const serverCpu = postmaster === undefined ? undefined : serverCpuSeconds(postmaster) - serverBefore;
   let busiest = 0;
   for (const [thread, t] of threadTicks(workerPids)) busiest = Math.max(busiest, t - (threadsBefore.get(thread) ?? 0));
@@ -115,6 +117,7 @@ try {
     seconds: Math.round(seconds * 1000) / 1000,
     events_per_second: Math.round(startLag / seconds),
     workers_cpu_us_per_event: perEvent(workersCpu),
+    cpu_seconds_per_worker: eachCpu,
     busiest_worker_thread_cpu_us_per_event: perEvent(busiest / TICKS_PER_SECOND),
     postgres_cpu_us_per_event: serverCpu === undefined ? null : perEvent(serverCpu),
     load_average_1m: [Math.round(loadStart * 100) / 100, Math.round(loadavg()[0]! * 100) / 100],
