@@ -106,35 +106,48 @@ class ThreadPartition implements PartitionStepper {
   }
 }
 
-/** The single partition of P = 1, applied in this thread. */
+/**
+ * The single partition of P = 1, applied in this thread. Its view connection opens at the first
+ * step, as a partition thread's does: a file locked at that moment fails the step, which its lane
+ * retries (consumer-loop.ts), rather than the worker's start.
+ */
 class LocalPartition implements PartitionStepper {
   readonly name = 'p0';
-  readonly #store: SqliteViewStore;
+  readonly #options: SqlitePartitionsOptions;
+  #store: SqliteViewStore | null = null;
   readonly #source: SqliteQueueSource;
-  readonly #consumer: ViewConsumer;
+  #consumer: ViewConsumer | null = null;
   readonly #suppressions: SuppressionList;
 
   constructor(options: SqlitePartitionsOptions) {
-    this.#store = new SqliteViewStore(options.viewFile);
+    this.#options = options;
     this.#source = new SqliteQueueSource(options.queueFile);
-    const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
     this.#suppressions = new SuppressionList(lifecycleDbFile(dirname(options.viewFile)));
+  }
+
+  #open(): ViewConsumer {
+    if (this.#consumer) return this.#consumer;
+    const options = this.#options;
+    this.#store = new SqliteViewStore(options.viewFile);
+    const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
     this.#consumer = new ViewConsumer(this.#store, this.#source, {
       batchSize: options.batchSize,
       mergeWindowMs: (dataSetId) => new Map(options.windows()).get(dataSetId) ?? defaultWindowMs,
       suppressed: (dataSetId, identifiers) => this.#suppressions.suppressed(dataSetId, identifiers),
     });
+    return this.#consumer;
   }
 
   step(): Promise<StepResult> {
+    const consumer = this.#open();
     this.#suppressions.refresh();
-    return this.#consumer.step();
+    return consumer.step();
   }
 
   async close(): Promise<void> {
     this.#suppressions.close();
     await this.#source.close();
-    await this.#store.close();
+    await this.#store?.close();
   }
 }
 

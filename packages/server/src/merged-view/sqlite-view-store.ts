@@ -111,17 +111,27 @@ export const VIEW_JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024;
 function openDatabase(file: string, schema: string, options: { readonly?: boolean; busyTimeoutMs?: number } = {}): Database.Database {
   prepareDatabaseFile(file); // durable directory entries, 0700/0600 (durable-files.ts)
   const db = new Database(file);
-  db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  // What the consumer deletes or moves (a record rewritten by a merge, cells moved by a page split)
-  // is overwritten with zeros, so that a deleted record leaves no old copy in free space (issue 29;
-  // the cost is in bench/README.md "secure_delete").
-  db.pragma('secure_delete = ON');
-  // A WAL that grew (a burst, a large deletion) is cut back to this when it starts over.
-  db.pragma(`journal_size_limit = ${VIEW_JOURNAL_SIZE_LIMIT}`);
-  db.exec(schema);
+  try {
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    // What the consumer deletes or moves (a record rewritten by a merge, cells moved by a page split)
+    // is overwritten with zeros, so that a deleted record leaves no old copy in free space (issue 29;
+    // the cost is in bench/README.md "secure_delete").
+    db.pragma('secure_delete = ON');
+    // A WAL that grew (a burst, a large deletion) is cut back to this when it starts over.
+    db.pragma(`journal_size_limit = ${VIEW_JOURNAL_SIZE_LIMIT}`);
+    db.exec(schema);
+  } catch (error) {
+    db.close(); // e.g. "database is locked": the caller may try again, and leaks no connection
+    throw error;
+  }
   return db;
+}
+
+/** Creates a view file (WAL, schema) if it does not exist yet, and closes it. */
+export function prepareViewFile(file: string): void {
+  openDatabase(file, VIEW_SCHEMA).close();
 }
 
 interface RecordRow extends SharedRecordRow {
