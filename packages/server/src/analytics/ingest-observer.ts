@@ -9,7 +9,7 @@
  * answered as a whole with an error (live/request-failure.ts says what is kept of it).
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import type { EventPolicyMeta } from '../validation/event-check.js';
+import type { EventPolicyMeta } from '../events/event-outcome.js';
 import type { RejectionReason } from '../observability/service-metrics.js';
 
 /** What the public server hands over for a request answered with a request-level error (live/request-failure.ts keeps part of it). */
