@@ -152,7 +152,7 @@ export interface EventOutcome {
   event_omitted?: string;
 }
 
-/** A request refused as a whole (no per-event outcome): observability/request-failure.ts. */
+/** A request refused as a whole (no per-event outcome): live/request-failure.ts. */
 export interface RequestFailure {
   at: number;
   request_id: string;

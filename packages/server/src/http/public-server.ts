@@ -95,7 +95,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   });
 
   const logRequest = requestLineWriter(deps.logger);
-  /** Test environment only: a request answered as a whole with an error, for the console (observability/request-failure.ts). */
+  /** Test environment only: a request answered as a whole with an error, for the console (live/request-failure.ts). */
   const observeFailure = (req: Request, requestId: string, outcome: Partial<EventsOutcome> & { status: number }, requestBody: Buffer | undefined): void => {
     const snapshot = deps.credentials();
     const authenticated = outcome.keyId !== undefined && outcome.dataSetId !== undefined ? { keyId: outcome.keyId, dataSetId: outcome.dataSetId } : undefined;

@@ -52,7 +52,7 @@ export function publishedKnownPaths(): ReadonlySet<string> {
 }
 
 const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*/;
-/** `[3]`, or `[]` as in reason groups (hourly.ts), which are read back through here. */
+/** `[3]`, or `[]` as in reason groups (analytics/reason-groups.ts), which are read back through here. */
 const INDEX = /^\[(\d*)\]/;
 const QUOTED = /^\["(?:[^"\\]|\\.)*"\]/;
 
