@@ -10,6 +10,7 @@ import { Worker } from 'node:worker_threads';
 import { lifecycleDbFile, SuppressionList } from '../lifecycle/sqlite-lifecycle-store.js';
 import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
 import { viewPartitionFile } from '../merged-view/sqlite-view-layout.js';
+import { hotLinksFromEnv } from '../merged-view/view-hot-state.js';
 import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import type { PartitionAssignment, PartitionStepper } from './consumer-loop.js';
 import type { PartitionThreadData, PartitionThreadMessage } from './sqlite-partition-thread.js';
@@ -110,7 +111,7 @@ class LocalPartition implements PartitionStepper {
   readonly #suppressions: SuppressionList;
 
   constructor(options: SqlitePartitionsOptions) {
-    this.#store = new SqliteViewStore(options.viewFile);
+    this.#store = new SqliteViewStore(options.viewFile, { hotLinks: hotLinksFromEnv() });
     this.#source = new SqliteQueueSource(options.queueFile);
     const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
     this.#suppressions = new SuppressionList(lifecycleDbFile(dirname(options.viewFile)));
