@@ -185,7 +185,7 @@ export class SqliteViewStore implements ViewStore {
       record: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key = ?'),
       records: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key IN (SELECT value FROM json_each(?))'),
       links: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier IN (SELECT value FROM json_each(?))'),
-      anyLink: db.prepare('SELECT EXISTS (SELECT 1 FROM identity_identifiers WHERE data_set_id = ?)').pluck(),
+      allLinks: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? LIMIT ?').raw(),
       nodes: db.prepare('SELECT * FROM identity_nodes WHERE data_set_id = ? AND identity_key IN (SELECT value FROM json_each(?))'),
       upsertRecord: db.prepare(
         `INSERT INTO view_records (data_set_id, record_key, event_id, first_seq, last_seq, first_received_at, last_received_at,
@@ -245,14 +245,13 @@ export class SqliteViewStore implements ViewStore {
       },
       loadIdentifierLinks: async (pairs) => {
         const out = new Map<string, string>();
-        // The hot state answers what it knows, as long as this transaction wrote nothing yet (its
-        // reads are then the committed state, which is what the hot state holds).
+        // The hot state answers for the data sets it holds, as long as this transaction wrote nothing
+        // yet (its reads are then the committed state, which is what the hot state holds).
         const hot = this.#wrote ? null : this.#hot;
         const asked = hot ? this.#linksFromHot(hot, pairs, out) : pairs;
         for (const [dataSetId, identifiers] of byDataSet(asked, (p) => p.identifier)) {
           for (const row of s.links.all(dataSetId, JSON.stringify(identifiers)) as { identifier: string; identity_key: string }[]) {
             out.set(pairKey(dataSetId, row.identifier), row.identity_key);
-            hot?.addLink(dataSetId, row.identifier, row.identity_key);
           }
         }
         return out;
@@ -362,29 +361,31 @@ export class SqliteViewStore implements ViewStore {
     const asked: { dataSetId: string; identifier: string }[] = [];
     let lastDataSet: string | null = null;
     let links: ReadonlyMap<string, string> | undefined;
-    let complete = false;
     for (const p of pairs) {
       if (p.dataSetId !== lastDataSet) {
         lastDataSet = p.dataSetId;
-        if (!hot.seen(p.dataSetId)) hot.see(p.dataSetId, this.#s.anyLink.get(p.dataSetId) === 0);
-        ({ links, complete } = hot.linksOf(p.dataSetId));
+        links = hot.linksOf(p.dataSetId, (limit) => {
+          const rows = this.#s.allLinks.all(p.dataSetId, limit + 1) as [string, string][];
+          return rows.length > limit ? null : rows;
+        });
       }
-      const key = links?.get(p.identifier);
-      if (key !== undefined) {
-        out.set(pairKey(p.dataSetId, p.identifier), key);
-        hot.hits++;
-      } else if (complete) hot.hits++;
-      else {
+      if (links === undefined) {
         asked.push(p);
         hot.misses++;
+        continue;
       }
+      // Held completely: a miss is a true absence.
+      const key = links.get(p.identifier);
+      if (key !== undefined) out.set(pairKey(p.dataSetId, p.identifier), key);
+      hot.hits++;
     }
     return asked;
   }
 
   /** Lookups the hot state answered and passed on, and its size (bench/consumer-partitions.ts). */
-  hotStats(): { hits: number; misses: number; links: number } | null {
-    return this.#hot ? { hits: this.#hot.hits, misses: this.#hot.misses, links: this.#hot.size } : null;
+  hotStats(): { hits: number; misses: number; links: number; loads: number; loaded: number } | null {
+    const hot = this.#hot;
+    return hot ? { hits: hot.hits, misses: hot.misses, links: hot.size, loads: hot.loads, loaded: hot.loaded } : null;
   }
 
   async offset(consumer: string): Promise<number> {

@@ -12,19 +12,23 @@
  *   moved and no other consumer applied batches to the file (its offset is the one this consumer
  *   committed last). The store checks both once per batch, inside its write transaction (which no
  *   other writer can interleave), and clears everything when either moved.
- * - An absent link is known only for a data set held **completely**: one that had no link at all
- *   when the state (re)started, and has lost no entry since (no eviction, no clear). Then every link
- *   of it was written by this consumer and remembered at its commit, and a miss is a true absence,
- *   answered without a lookup. Any other miss is read from the file. (A fixed-size filter could
- *   answer absences for any view, but it would have to be filled from the whole link table first.)
+ * - A data set is held **completely** or not at all: the first batch that asks about it after a
+ *   start or a clear reads all its links (one scan of its part of the link index, ~3-4 µs per link),
+ *   as long as they fit the bound; from then on every link this consumer commits is added. So a miss
+ *   is a true absence, answered without a lookup (a first-seen identifier, ~1 in 5 lookups of the
+ *   benchmark workload). A data set with more links than the bound is not held: its lookups go to
+ *   the file as before. A partial (LRU) state was measured and did not pay: holding 100,000 of the
+ *   benchmark's 216,667 links answered 39% of the lookups for no CPU gain, since every miss and
+ *   every absence still walks the B-tree (bench/README.md, issue 30, "Hot state").
  * - Only committed state enters: the store adds what it read inside a transaction before any write
  *   of that transaction (the committed state, under the write lock), and what the transaction wrote
  *   only after its COMMIT. A batch that rolls back adds nothing of its own.
  *
- * Bound: at most `maxLinks` entries over all data sets of the partition (oldest first out, FIFO).
- * An entry costs ~150-200 bytes of V8 heap (a ~70-character identifier, the map slot, the identity
- * key string shared by the identity's links): the default 250,000 is ~40-50 MB per partition
- * thread (bench/README.md, issue 30, "Hot state").
+ * Bound: at most `maxLinks` links over all data sets of the partition. A link costs ~145 bytes of
+ * V8 heap (a ~70-character identifier, the map slot, the identity key string shared by the
+ * identity's links; measured: 31 MB after GC for 216,667 links), and the old generation grows with
+ * it, so the default 250,000 adds ~100-130 MB to the peak RSS of a partition thread that holds that
+ * many (bench/README.md, issue 30, "Hot state"). `ECAPI_VIEW_HOT_LINKS=0` turns it off.
  */
 
 /** Links a partition's consumer keeps in memory by default (`ECAPI_VIEW_HOT_LINKS`). */
@@ -40,19 +44,20 @@ export function hotLinksFromEnv(env: NodeJS.ProcessEnv = process.env): number {
 
 export class ViewHotState {
   readonly maxLinks: number;
-  /** data set → identifier → identity key, oldest first. */
+  /** data set → identifier → identity key: every link of the data set (it is held completely). */
   readonly #links = new Map<string, Map<string, string>>();
   #count = 0;
-  /** Data sets every link of which is in #links. */
-  readonly #complete = new Set<string>();
-  /** Data sets asked about since the last clear (whether they were empty was decided then). */
-  readonly #seen = new Set<string>();
+  /** Data sets asked about since the last clear that are not held (more links than the bound). */
+  readonly #notHeld = new Set<string>();
   /** Generation of the file the state is valid for, and the offset this consumer committed last. */
   generation = -1;
   committed: { consumer: string; nextSeq: number } | null = null;
   /** Lookups answered here (found, or known absent) and passed to the file, since the start. */
   hits = 0;
   misses = 0;
+  /** Full loads of a data set's links (after a start or a clear), and links read by them. */
+  loads = 0;
+  loaded = 0;
 
   constructor(maxLinks: number) {
     this.maxLinks = maxLinks;
@@ -65,55 +70,43 @@ export class ViewHotState {
   /** Forgets everything (the file changed under it). */
   clear(): void {
     this.#links.clear();
-    this.#complete.clear();
-    this.#seen.clear();
+    this.#notHeld.clear();
     this.#count = 0;
     this.committed = null;
   }
 
-  /** Whether `dataSetId` was asked about since the last clear. */
-  seen(dataSetId: string): boolean {
-    return this.#seen.has(dataSetId);
+  /**
+   * The links of a data set if it is held (a miss is then a true absence), else undefined. The
+   * first question about a data set since the last clear loads all its links with `loadAll(limit)`,
+   * which returns them, or null when there are more than `limit`.
+   */
+  linksOf(dataSetId: string, loadAll: (limit: number) => [string, string][] | null): ReadonlyMap<string, string> | undefined {
+    const links = this.#links.get(dataSetId);
+    if (links !== undefined || this.#notHeld.has(dataSetId)) return links;
+    const rows = loadAll(this.maxLinks - this.#count);
+    this.loads++;
+    if (rows === null) {
+      this.#notHeld.add(dataSetId);
+      return undefined;
+    }
+    const held = new Map(rows);
+    this.loaded += held.size;
+    this.#links.set(dataSetId, held);
+    this.#count += held.size;
+    return held;
   }
 
-  /** First question about a data set since the last clear: `empty` says it has no link in the file. */
-  see(dataSetId: string, empty: boolean): void {
-    this.#seen.add(dataSetId);
-    if (empty) this.#complete.add(dataSetId);
-  }
-
-  /** The links of a data set, and whether a miss there is a true absence. */
-  linksOf(dataSetId: string): { readonly links: ReadonlyMap<string, string> | undefined; readonly complete: boolean } {
-    return { links: this.#links.get(dataSetId), complete: this.#complete.has(dataSetId) };
-  }
-
-  /** Remembers a committed link. */
+  /** Remembers a committed link of a held data set; a data set that outgrows the bound is no longer held. */
   addLink(dataSetId: string, identifier: string, identityKey: string): void {
-    let links = this.#links.get(dataSetId);
-    if (!links) this.#links.set(dataSetId, (links = new Map()));
+    const links = this.#links.get(dataSetId);
+    if (links === undefined) return;
     const before = links.size;
     links.set(identifier, identityKey);
     if (links.size === before) return;
-    if (++this.#count > this.maxLinks) this.#evict(links, dataSetId);
-  }
-
-  /** Drops the oldest entries until the bound holds again: from `links` while it holds its share, else from the largest. */
-  #evict(links: Map<string, string>, dataSetId: string): void {
-    const excess = this.#count - this.maxLinks;
-    let from = links;
-    let fromDataSet = dataSetId;
-    if (links.size <= this.maxLinks / this.#links.size) {
-      for (const [ds, other] of this.#links) if (other.size > from.size) [from, fromDataSet] = [other, ds];
+    if (++this.#count > this.maxLinks) {
+      this.#count -= links.size;
+      this.#links.delete(dataSetId);
+      this.#notHeld.add(dataSetId);
     }
-    this.#complete.delete(fromDataSet);
-    let dropped = 0;
-    // Evict in chunks (1/64 of the bound), so that a full state does not pay one eviction per insert.
-    const chunk = Math.max(excess, Math.ceil(this.maxLinks / 64));
-    for (const key of from.keys()) {
-      if (dropped >= chunk) break;
-      from.delete(key);
-      dropped++;
-    }
-    this.#count -= dropped;
   }
 }
