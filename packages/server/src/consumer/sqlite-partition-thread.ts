@@ -13,7 +13,6 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { lifecycleDbFile, SuppressionList } from '../lifecycle/sqlite-lifecycle-store.js';
 import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
-import { hotLinksFromEnv } from '../merged-view/view-hot-state.js';
 import { partitionOf } from './data-set-partition.js';
 import { SqliteQueueSource } from './sqlite-queue-source.js';
 import { ViewConsumer } from './view-consumer.js';
@@ -24,6 +23,8 @@ export interface PartitionThreadData {
   readonly partition: number;
   readonly partitions: number;
   readonly batchSize: number;
+  /** Identifier links kept in memory (merged-view/view-hot-state.ts; 0: none). */
+  readonly hotLinks: number;
 }
 
 export type PartitionThreadMessage =
@@ -35,7 +36,7 @@ const data = workerData as PartitionThreadData;
 const port = parentPort!;
 // Checkpoints are run by the process's main thread (view-checkpointer.ts); the automatic one, at
 // 256 MB of WAL, only as a safety net should those stop.
-const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536, hotLinks: hotLinksFromEnv() });
+const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536, hotLinks: data.hotLinks });
 const source = new SqliteQueueSource(data.queueFile, { accept: (dataSetId) => partitionOf(dataSetId, data.partitions) === data.partition });
 let windows = new Map<string, number>();
 const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
@@ -56,7 +57,6 @@ port.on('message', (message: PartitionThreadMessage) => {
     );
   } else if (message.type === 'close') {
     suppressions.close();
-    if (process.env.ECAPI_HOT_DEBUG) { globalThis.gc?.(); console.error(JSON.stringify({ partition: data.partition, hot: store.hotStats(), heap: process.memoryUsage() })); }
     void source.close().then(() => store.close()).finally(() => port.close());
   }
 });

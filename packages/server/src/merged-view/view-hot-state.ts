@@ -28,19 +28,14 @@
  * V8 heap (a ~70-character identifier, the map slot, the identity key string shared by the
  * identity's links; measured: 31 MB after GC for 216,667 links), and the old generation grows with
  * it, so the default 250,000 adds ~100-130 MB to the peak RSS of a partition thread that holds that
- * many (bench/README.md, issue 30, "Hot state"). `ECAPI_VIEW_HOT_LINKS=0` turns it off.
+ * many (bench/README.md, issue 30, "Hot state"). `worker --view-hot-links 0` turns it off.
  */
 
-/** Links a partition's consumer keeps in memory by default (`ECAPI_VIEW_HOT_LINKS`). */
+/** Links a partition's consumer may keep in memory by default (`worker --view-hot-links`). */
 export const DEFAULT_HOT_LINKS = 250_000;
 
-/** The hot-state bound from the environment (`ECAPI_VIEW_HOT_LINKS`, 0 turns it off), else the default. */
-export function hotLinksFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  const raw = env.ECAPI_VIEW_HOT_LINKS;
-  if (raw === undefined || raw.trim() === '') return DEFAULT_HOT_LINKS;
-  const n = Number(raw);
-  return Number.isSafeInteger(n) && n >= 0 ? n : DEFAULT_HOT_LINKS;
-}
+/** Most links `worker --view-hot-links` accepts (~1.5 GB of heap per partition thread at that). */
+export const MAX_HOT_LINKS = 10_000_000;
 
 export class ViewHotState {
   readonly maxLinks: number;

@@ -138,6 +138,7 @@ export class SqliteStorage implements Storage {
       viewFile: viewDbFile(this.#dataDir, this.#env),
       partitions,
       batchSize: options.batchSize,
+      ...(options.viewHotLinks !== undefined ? { hotLinks: options.viewHotLinks } : {}),
       windows: options.mergeWindows ?? (() => []),
     });
     // The consumer knows what was applied (the lowest partition offset), so it prunes the queue
