@@ -21,6 +21,10 @@
  * --hot-links N: identifier links each partition keeps in memory (`worker --view-hot-links`; 0: none;
  * default the worker's).
  *
+ * --sharded: one data set on every core (issue 30): P record shards by record key and P identity
+ * parts by data set, a thread each (consumer/identity-stage-applier.ts); every figure is per queued
+ * record (each is applied by its shard and by its identity part).
+ *
  * --keep-queue DIR: fill DIR/queue.db once and reuse it on later runs (same events), so that
  * before/after comparisons in one period skip the fill. Figures and the CPU profile: bench/README.md.
  */
@@ -29,7 +33,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir, availableParallelism } from 'node:os';
 import { SqliteEventQueue } from '../src/queue/sqlite-event-queue.js';
 import { SqliteViewStore } from '../src/merged-view/sqlite-view-store.js';
-import { viewPartitionFile } from '../src/merged-view/sqlite-view-layout.js';
+import { viewPartitionFile, viewShardFile } from '../src/merged-view/sqlite-view-layout.js';
 import { SqlitePartitions } from '../src/consumer/sqlite-partitions.js';
 import { DEFAULT_BATCH_SIZE } from '../src/consumer/view-consumer.js';
 import { DEFAULT_VIEW_PARTITIONS } from '../src/storage/sqlite-storage.js';
@@ -45,6 +49,8 @@ const BATCH = positional[1] !== undefined ? Number(positional[1]) : undefined;
 const KEEP = flag('--keep-queue');
 const PARTITIONS = Number(flag('--partitions') ?? DEFAULT_VIEW_PARTITIONS);
 const HOT_LINKS = flag('--hot-links') !== undefined ? Number(flag('--hot-links')) : undefined;
+/** --sharded: the sharded layout (record shards + identity parts, consumer/identity-stage-applier.ts). */
+const SHARDED = process.argv.includes('--sharded');
 const DATA_SETS = ['ds-a', 'ds-b', 'ds-c', 'ds-d'].slice(0, Number(flag('--data-sets') ?? 2));
 
 /** Bytes this process has passed to write(2) so far (/proc/self/io wchar): WAL frames and checkpoint copies. */
@@ -76,19 +82,22 @@ try {
   mkdirSync(dir, { recursive: true });
   const queueFile = join(dir, DATA_SETS.length === 2 ? 'queue.db' : `queue-${DATA_SETS.length}ds.db`);
   const viewFile = join(dir, 'view.db');
-  for (let p = 0; p < 16; p++) for (const suffix of ['', '-wal', '-shm']) rmSync(viewPartitionFile(viewFile, p) + suffix, { force: true });
+  for (let p = 0; p < 16; p++) {
+    for (const suffix of ['', '-wal', '-shm']) for (const file of [viewPartitionFile(viewFile, p), viewShardFile(viewFile, p)]) rmSync(file + suffix, { force: true });
+  }
   if (!KEEP || !existsSync(queueFile)) await fillQueue(queueFile);
 
   const first = new SqliteViewStore(viewFile);
   first.fixPartitions(PARTITIONS);
   await first.close();
-  const partitions = new SqlitePartitions({ queueFile, viewFile, partitions: PARTITIONS, batchSize: BATCH ?? DEFAULT_BATCH_SIZE, windows: () => [],
+  const partitions = new SqlitePartitions({ queueFile, viewFile, partitions: PARTITIONS, batchSize: BATCH ?? DEFAULT_BATCH_SIZE, windows: () => [], sharded: SHARDED,
     ...(HOT_LINKS !== undefined ? { hotLinks: HOT_LINKS } : {}) });
   const started = performance.now();
   const cpu0 = process.cpuUsage();
   const written0 = writtenBytes();
   const ticks0 = threadTicks();
-  const applied = await partitions.drain();
+  // Sharded: each queued record is applied once by its shard and once by its identity part.
+  const applied = (await partitions.drain()) / (SHARDED ? 2 : 1);
   const ticks1 = threadTicks();
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpu0);
@@ -100,6 +109,7 @@ try {
     events: applied,
     batch_size: BATCH ?? DEFAULT_BATCH_SIZE,
     partitions: PARTITIONS,
+    sharded: SHARDED,
     data_sets: DATA_SETS.length,
     seconds: Math.round(seconds * 1000) / 1000,
     events_per_second: Math.round(applied / seconds),
@@ -108,6 +118,8 @@ try {
     // CPU of the busiest thread per event: the critical path (what bounds events/s when the other
     // threads' work fits on the other cores); 10 ms resolution.
     busiest_thread_cpu_us_per_event: Math.round((Math.max(...[...ticks1].map(([tid, t]) => t - (ticks0.get(tid) ?? 0))) * 10_000 / Math.max(1, applied)) * 10) / 10,
+    // The busiest threads' CPU per event, highest first (which part bounds the rate).
+    threads_cpu_us_per_event: [...ticks1].map(([tid, t]) => Math.round(((t - (ticks0.get(tid) ?? 0)) * 10_000 / Math.max(1, applied)) * 10) / 10).sort((a, b) => b - a).slice(0, 6),
     // Bytes written (WAL and checkpoints) per applied event: the I/O side of a commit, independent of load.
     written_kb_per_event: Math.round((written / 1024 / Math.max(1, applied)) * 10) / 10,
     // Peak RSS of the whole process (threads included; the queue fill is in it when it ran here).

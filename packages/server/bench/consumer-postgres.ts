@@ -3,12 +3,13 @@
  * processes sharing one database (leased partitions), in events/s.
  *
  * Fills a fresh database's queue with the consumer workload (consumer-events.ts: ~1 KB events, five
- * identifiers, 30% re-sends, two data sets, which fall in different partitions: 2 and 15 of 16),
- * not timed; then starts W workers and, once the leases are settled (every worker holds
- * partitions), times the records applied until the lag is 0. Prints one JSON line.
+ * identifiers, 30% re-sends, two data sets, which fall in different partitions: 2 and 15 of 16;
+ * or one data set, `data-sets=1`: issue 30's one large sender), not timed; then starts W workers
+ * and, once the leases are settled (every worker holds partitions), times the records applied
+ * until the lag is 0. Prints one JSON line.
  *
  *   ECAPI_TEST_DATABASE_URL=$(scripts/pg-test-cluster.sh start /tmp/pg-consumer) \
- *     node packages/server/dist/bench/consumer-postgres.js [events=200000] [workers=1]
+ *     node packages/server/dist/bench/consumer-postgres.js [events=200000] [workers=1] [data-sets=2]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -20,12 +21,13 @@ import { appendConsumerWorkload } from './consumer-events.js';
 
 const EVENTS = Number(process.argv[2] ?? 200_000);
 const WORKERS = Number(process.argv[3] ?? 1);
+const DATA_SETS = ['ds-a', 'ds-b'].slice(0, Number(process.argv[4] ?? 2));
 
 const url = await freshDatabase('consumer_bench');
 const dataDir = tempDataDir('ecapi-bench-pgc-');
 const storage = await openStorage({ dataDir, env: 'production', databaseUrl: url });
 const queue = storage.openQueue();
-await appendConsumerWorkload(queue, EVENTS, 16);
+await appendConsumerWorkload(queue, EVENTS, 16, DATA_SETS);
 await queue.close();
 
 const reader = storage.queueReader();
@@ -49,6 +51,7 @@ try {
     bench: 'consumer-postgres',
     store: 'postgres',
     workers: WORKERS,
+    data_sets: DATA_SETS.length,
     events: EVENTS,
     events_timed: startLag,
     seconds: Math.round(seconds * 1000) / 1000,

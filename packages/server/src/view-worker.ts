@@ -13,6 +13,7 @@ import { openStorage } from './storage/open-storage.js';
 import { DEFAULT_BATCH_SIZE } from './consumer/view-consumer.js';
 import { MergeWindows } from './consumer/merge-windows.js';
 import { LifecycleRunner } from './lifecycle/lifecycle-runner.js';
+import { retryWhileBusy } from './storage/sqlite-busy.js';
 
 export interface ViewWorkerOptions {
   readonly dataDir: string;
@@ -37,10 +38,25 @@ export interface ViewWorkerOptions {
 }
 
 export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
-  const storage = await openStorage({ dataDir: options.dataDir, env: options.env, databaseUrl: options.databaseUrl });
+  // A file locked by another connection past its busy timeout (after a SIGKILL: a WAL recovery, a
+  // checkpoint on close) delays the start; it is not a reason to exit (storage/sqlite-busy.ts).
+  const opened = await retryWhileBusy(
+    async () => {
+      const storage = await openStorage({ dataDir: options.dataDir, env: options.env, databaseUrl: options.databaseUrl });
+      try {
+        const windows = new MergeWindows(storage.controlPlane());
+        await windows.refresh();
+        return { storage, windows };
+      } catch (error) {
+        await storage.close();
+        throw error;
+      }
+    },
+    { logger: options.logger, stopped: options.stopped, step: 'opening the stores' },
+  );
+  if (!opened) return void options.logger.info({ env: options.env }, 'consumer stopped');
+  const { storage, windows } = opened;
   try {
-    const windows = new MergeWindows(storage.controlPlane());
-    await windows.refresh();
     // View retention and deletion requests, beside the consumer (lifecycle/lifecycle-runner.ts); it
     // stops with the worker, or when the consumer loop ends for any other reason (an error).
     let endLifecycle!: () => void;

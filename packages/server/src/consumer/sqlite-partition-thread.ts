@@ -15,6 +15,9 @@ import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
 import { partitionOf } from './data-set-partition.js';
 import { SqliteQueueSource } from './sqlite-queue-source.js';
+import { applyIdentityStage } from './identity-stage-applier.js';
+import { applyRecordShard } from './record-shard-applier.js';
+import { queuedRecordShard } from './record-shard.js';
 import { ViewConsumer } from './view-consumer.js';
 
 export interface PartitionThreadData {
@@ -23,8 +26,13 @@ export interface PartitionThreadData {
   readonly partition: number;
   readonly partitions: number;
   readonly batchSize: number;
-  /** Identifier links kept in memory (merged-view/view-hot-state.ts; 0: none). */
-  readonly hotLinks: number;
+  /** Identifier links kept in memory (merged-view/view-hot-state.ts; 0 or absent: none; data-set partitions only). */
+  readonly hotLinks?: number;
+  /**
+   * What this thread applies: a data-set partition (default), or, in the sharded layout
+   * (identity-stage-applier.ts), record shard `partition` of `partitions` or identity part `partition`.
+   */
+  readonly role?: 'data-sets' | 'records' | 'identities';
 }
 
 export type PartitionThreadMessage =
@@ -36,13 +44,20 @@ const data = workerData as PartitionThreadData;
 const port = parentPort!;
 // Checkpoints are run by the process's main thread (view-checkpointer.ts); the automatic one, at
 // 256 MB of WAL, only as a safety net should those stop.
-const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536, hotLinks: data.hotLinks });
-const source = new SqliteQueueSource(data.queueFile, { accept: (dataSetId) => partitionOf(dataSetId, data.partitions) === data.partition });
+// The hot state (identifier links across batches) only where the lifecycle's erasers bump the
+// file's generation: the data-set partitions, not the sharded layout's parts.
+const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536, ...(data.role === undefined || data.role === 'data-sets' ? { hotLinks: data.hotLinks ?? 0 } : {}) });
+const source =
+  data.role === 'records'
+    ? new SqliteQueueSource(data.queueFile, { acceptRecord: (record) => queuedRecordShard(record, data.partitions) === data.partition })
+    : new SqliteQueueSource(data.queueFile, { accept: (dataSetId) => partitionOf(dataSetId, data.partitions) === data.partition });
+const applier = data.role === 'records' ? applyRecordShard : data.role === 'identities' ? applyIdentityStage : undefined;
 let windows = new Map<string, number>();
 const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
 const suppressions = new SuppressionList(lifecycleDbFile(dirname(data.viewFile)));
 const consumer = new ViewConsumer(store, source, {
   batchSize: data.batchSize,
+  ...(applier ? { applier } : {}),
   mergeWindowMs: (dataSetId) => windows.get(dataSetId) ?? defaultWindowMs,
   suppressed: (dataSetId, identifiers) => suppressions.suppressed(dataSetId, identifiers),
 });

@@ -9,7 +9,7 @@ import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { lifecycleDbFile, SuppressionList } from '../lifecycle/sqlite-lifecycle-store.js';
 import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
-import { viewPartitionFile } from '../merged-view/sqlite-view-layout.js';
+import { viewPartitionFile, viewShardFile } from '../merged-view/sqlite-view-layout.js';
 import { DEFAULT_HOT_LINKS } from '../merged-view/view-hot-state.js';
 import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import type { PartitionAssignment, PartitionStepper } from './consumer-loop.js';
@@ -28,6 +28,11 @@ export interface SqlitePartitionsOptions {
   readonly hotLinks?: number;
   /** Merge windows by data set (ms). */
   readonly windows: () => readonly [string, number][];
+  /**
+   * The sharded layout (identity-stage-applier.ts): `partitions` record shards (`view-s<k>.db`)
+   * and `partitions` identity parts (view.db, `view-p<k>.db`), a thread each.
+   */
+  readonly sharded?: boolean;
 }
 
 /** Young generation of each partition thread (V8 `resourceLimits.maxYoungGenerationSizeMb`). */
@@ -43,7 +48,7 @@ class ThreadPartition implements PartitionStepper {
   readonly #pending = new Map<number, { resolve: (r: StepResult) => void; reject: (e: Error) => void }>();
 
   constructor(data: PartitionThreadData, windows: () => readonly [string, number][]) {
-    this.name = `p${data.partition}`;
+    this.name = `${data.role === 'records' ? 's' : data.role === 'identities' ? 'i' : 'p'}${data.partition}`;
     this.#data = data;
     this.#windows = windows;
   }
@@ -104,35 +109,48 @@ class ThreadPartition implements PartitionStepper {
   }
 }
 
-/** The single partition of P = 1, applied in this thread. */
+/**
+ * The single partition of P = 1, applied in this thread. Its view connection opens at the first
+ * step, as a partition thread's does: a file locked at that moment fails the step, which its lane
+ * retries (consumer-loop.ts), rather than the worker's start.
+ */
 class LocalPartition implements PartitionStepper {
   readonly name = 'p0';
-  readonly #store: SqliteViewStore;
+  readonly #options: SqlitePartitionsOptions;
+  #store: SqliteViewStore | null = null;
   readonly #source: SqliteQueueSource;
-  readonly #consumer: ViewConsumer;
+  #consumer: ViewConsumer | null = null;
   readonly #suppressions: SuppressionList;
 
   constructor(options: SqlitePartitionsOptions) {
-    this.#store = new SqliteViewStore(options.viewFile, { hotLinks: options.hotLinks ?? DEFAULT_HOT_LINKS });
+    this.#options = options;
     this.#source = new SqliteQueueSource(options.queueFile);
-    const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
     this.#suppressions = new SuppressionList(lifecycleDbFile(dirname(options.viewFile)));
+  }
+
+  #open(): ViewConsumer {
+    if (this.#consumer) return this.#consumer;
+    const options = this.#options;
+    this.#store = new SqliteViewStore(options.viewFile, { hotLinks: options.hotLinks ?? DEFAULT_HOT_LINKS });
+    const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
     this.#consumer = new ViewConsumer(this.#store, this.#source, {
       batchSize: options.batchSize,
       mergeWindowMs: (dataSetId) => new Map(options.windows()).get(dataSetId) ?? defaultWindowMs,
       suppressed: (dataSetId, identifiers) => this.#suppressions.suppressed(dataSetId, identifiers),
     });
+    return this.#consumer;
   }
 
   step(): Promise<StepResult> {
+    const consumer = this.#open();
     this.#suppressions.refresh();
-    return this.#consumer.step();
+    return consumer.step();
   }
 
   async close(): Promise<void> {
     this.#suppressions.close();
     await this.#source.close();
-    await this.#store.close();
+    await this.#store?.close();
   }
 }
 
@@ -141,6 +159,19 @@ export class SqlitePartitions implements PartitionAssignment {
   readonly #checkpointer: ViewCheckpointer | null;
 
   constructor(options: SqlitePartitionsOptions) {
+    if (options.sharded) {
+      const n = options.partitions;
+      const common = { queueFile: options.queueFile, partitions: n, batchSize: options.batchSize };
+      const shards = Array.from({ length: n }, (_, k) => new ThreadPartition({ ...common, viewFile: viewShardFile(options.viewFile, k), partition: k, role: 'records' }, options.windows));
+      const identities = Array.from({ length: n }, (_, k) =>
+        new ThreadPartition({ ...common, viewFile: viewPartitionFile(options.viewFile, k), partition: k, role: 'identities' }, options.windows));
+      this.#checkpointer = new ViewCheckpointer([
+        ...Array.from({ length: n }, (_, k) => viewShardFile(options.viewFile, k)),
+        ...Array.from({ length: n }, (_, k) => viewPartitionFile(options.viewFile, k)),
+      ]);
+      this.partitions = [...identities, ...shards];
+      return;
+    }
     // With threads, this (main) thread is idle: it runs the checkpoints of their files.
     this.#checkpointer =
       options.partitions === 1 ? null : new ViewCheckpointer(Array.from({ length: options.partitions }, (_, p) => viewPartitionFile(options.viewFile, p)));

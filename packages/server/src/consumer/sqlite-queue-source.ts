@@ -19,15 +19,22 @@ import type { QueueBatch, QueueSource } from './view-consumer.js';
 export class SqliteQueueSource implements QueueSource {
   readonly #file: string;
   readonly #accept: ((dataSetId: string) => boolean) | null;
+  readonly #acceptRecord: ((record: QueueRecord) => boolean) | null;
   #db: Database.Database | null = null;
   #segments: Database.Statement | null = null;
   /** Decoded records of the last segment read that the previous batch did not take. */
   #carry: QueueRecord[] = [];
+  /** Where the segment of the carried records ends (past the records other shards keep). */
+  #carryEnd = 0;
 
-  /** `accept`: the data sets of this source's partition (all when absent). */
-  constructor(file: string, options: { accept?: (dataSetId: string) => boolean } = {}) {
+  /**
+   * `accept`: the data sets of this source's partition (all when absent); `acceptRecord`: the
+   * records of this source's record shard (record-shard.ts; all when absent), the others skipped.
+   */
+  constructor(file: string, options: { accept?: (dataSetId: string) => boolean; acceptRecord?: (record: QueueRecord) => boolean } = {}) {
     this.#file = file;
     this.#accept = options.accept ?? null;
+    this.#acceptRecord = options.acceptRecord ?? null;
   }
 
   /** The connection, opened once the queue file exists (a worker may start before the server). */
@@ -49,7 +56,7 @@ export class SqliteQueueSource implements QueueSource {
     if (this.#carry.length > 0 && this.#carry[0]!.seq === fromSeq) {
       const taken = this.#carry.splice(0, limit);
       records.push(...taken);
-      from = taken[taken.length - 1]!.seq + 1;
+      from = this.#carry.length > 0 ? this.#carry[0]!.seq : this.#carryEnd;
       if (records.length >= limit) return { records, nextSeq: from };
       this.#carry = [];
     } else this.#carry = [];
@@ -68,13 +75,16 @@ export class SqliteQueueSource implements QueueSource {
         nextSeq = end;
         continue;
       }
-      const decoded: QueueRecord[] = [];
+      let decoded: QueueRecord[] = [];
       appendSegmentRecords(decoded, row, segmentEvents(rowEvents(row, logDir)), row.metas, from, Number.MAX_SAFE_INTEGER);
+      if (this.#acceptRecord) decoded = decoded.filter(this.#acceptRecord);
       const room = limit - records.length;
       if (decoded.length > room) {
         for (let i = 0; i < room; i++) records.push(decoded[i]!);
         this.#carry = decoded.slice(room);
-        nextSeq = records[records.length - 1]!.seq + 1;
+        this.#carryEnd = end;
+        // The next read starts at the first record carried (the records between belong to other shards).
+        nextSeq = this.#carry[0]!.seq;
         break; // leaving the loop closes the statement's iterator
       }
       for (const r of decoded) records.push(r);

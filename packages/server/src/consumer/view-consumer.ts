@@ -11,7 +11,7 @@
  * its write transaction and gives up if another consumer moved it meanwhile.
  */
 import type { QueueRecord } from '../queue/event-queue.js';
-import type { ViewStore } from '../merged-view/view-store.js';
+import type { ViewStore, ViewTransaction } from '../merged-view/view-store.js';
 import { applyRecords, type ApplyOptions, type BatchResult } from './view-applier.js';
 
 /** The consumer's name in the offset table. */
@@ -32,9 +32,14 @@ export interface QueueSource {
   close(): Promise<void>;
 }
 
+/** What applies a batch inside the view transaction: view-applier.ts, or a part of the sharded layout. */
+export type BatchApplier = (tx: ViewTransaction, records: readonly QueueRecord[], options: ApplyOptions) => Promise<BatchResult>;
+
 export interface ConsumerOptions extends ApplyOptions {
   readonly batchSize?: number;
   readonly consumer?: string;
+  /** Default: applyRecords (view-applier.ts); the sharded layout's parts: record-shard-applier.ts, identity-stage-applier.ts. */
+  readonly applier?: BatchApplier;
 }
 
 export const DEFAULT_BATCH_SIZE = 2000;
@@ -75,7 +80,7 @@ export class ViewConsumer {
         // Another consumer applied these meanwhile; start over from the new offset.
         return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: true };
       }
-      const result = records.length > 0 ? await applyRecords(tx, records, this.#options) : { records: 0, created: 0, merged: 0, discarded: 0 };
+      const result = records.length > 0 ? await (this.#options.applier ?? applyRecords)(tx, records, this.#options) : { records: 0, created: 0, merged: 0, discarded: 0 };
       await tx.setOffset(this.#name, nextSeq);
       return { ...result, nextSeq, moved: true };
     });

@@ -118,23 +118,28 @@ export class SqliteControlStore implements ControlStore {
     // and -shm take the database's mode.
     prepareDatabaseFile(file);
     this.#db = new Database(file);
-    // First: a serving node's processes and the CLI open this file at the same moment; the WAL
-    // switch and the schema must wait for a lock, not fail with "database is locked".
-    this.#db.pragma('busy_timeout = 5000');
-    this.#db.pragma('journal_mode = WAL');
-    this.#db.pragma('synchronous = FULL');
-    this.#db.pragma('foreign_keys = ON');
-    this.#db.exec(SCHEMA);
-    // Files created before rate limits existed lack the column.
-    const columns = this.#db.prepare('PRAGMA table_info(data_sets)').all() as { name: string }[];
-    if (!columns.some((c) => c.name === 'limits')) this.#db.exec('ALTER TABLE data_sets ADD COLUMN limits TEXT');
-    // Files created before master-key fingerprints existed lack the column (checked by a sealed secret then).
-    const metaColumns = this.#db.prepare('PRAGMA table_info(control_meta)').all() as { name: string }[];
-    if (!metaColumns.some((c) => c.name === 'master_key_fingerprint')) {
-      this.#db.transaction(() => {
-        const again = this.#db.prepare('PRAGMA table_info(control_meta)').all() as { name: string }[];
-        if (!again.some((c) => c.name === 'master_key_fingerprint')) this.#db.exec('ALTER TABLE control_meta ADD COLUMN master_key_fingerprint TEXT');
-      }).immediate();
+    try {
+      // First: a serving node's processes and the CLI open this file at the same moment; the WAL
+      // switch and the schema must wait for a lock, not fail with "database is locked".
+      this.#db.pragma('busy_timeout = 5000');
+      this.#db.pragma('journal_mode = WAL');
+      this.#db.pragma('synchronous = FULL');
+      this.#db.pragma('foreign_keys = ON');
+      this.#db.exec(SCHEMA);
+      // Files created before rate limits existed lack the column.
+      const columns = this.#db.prepare('PRAGMA table_info(data_sets)').all() as { name: string }[];
+      if (!columns.some((c) => c.name === 'limits')) this.#db.exec('ALTER TABLE data_sets ADD COLUMN limits TEXT');
+      // Files created before master-key fingerprints existed lack the column (checked by a sealed secret then).
+      const metaColumns = this.#db.prepare('PRAGMA table_info(control_meta)').all() as { name: string }[];
+      if (!metaColumns.some((c) => c.name === 'master_key_fingerprint')) {
+        this.#db.transaction(() => {
+          const again = this.#db.prepare('PRAGMA table_info(control_meta)').all() as { name: string }[];
+          if (!again.some((c) => c.name === 'master_key_fingerprint')) this.#db.exec('ALTER TABLE control_meta ADD COLUMN master_key_fingerprint TEXT');
+        }).immediate();
+      }
+    } catch (error) {
+      this.#db.close(); // e.g. "database is locked": the caller may try again, and leaks no connection
+      throw error;
     }
     this.name = file;
     this.#rows = new SqliteControlRows(this.#db);

@@ -7,7 +7,7 @@
  */
 import type { CounterRow } from '../analytics/hourly.js';
 import { partitionOf } from '../consumer/data-set-partition.js';
-import { SqliteViewStore } from './sqlite-view-store.js';
+import { prepareViewFile, SqliteViewStore } from './sqlite-view-store.js';
 import { viewPartitionFile } from './sqlite-view-layout.js';
 import type { ConsumerHeartbeat, IdentityView, MergedRecord, ViewStore, ViewTransaction } from './view-store.js';
 
@@ -99,8 +99,27 @@ export class SqlitePartitionedView extends PartitionedViewStore {
     if (this.#parts) return this.#parts;
     const n = this.#first.recordedPartitions();
     if (n === null) return [this.#first];
-    this.#parts = [this.#first, ...Array.from({ length: n - 1 }, (_, i) => new SqliteViewStore(viewPartitionFile(this.#file, i + 1)))];
-    return this.#parts;
+    const parts = [this.#first];
+    try {
+      for (let p = 1; p < n; p++) parts.push(new SqliteViewStore(viewPartitionFile(this.#file, p)));
+    } catch (error) {
+      for (const part of parts.slice(1)) void part.close(); // a locked file: the next call opens them again
+      throw error;
+    }
+    this.#parts = parts;
+    return parts;
+  }
+
+  /**
+   * The view's partition count: the recorded one, else `requested`, recorded now
+   * (sqlite-view-layout.ts). The partition files are created (WAL, schema) before the layout names
+   * them: a reader that sees the layout (`worker status`, the admin port) opens them at once, and
+   * two connections switching one brand-new file to WAL at the same moment can fail with "database
+   * is locked" at once, without waiting for the busy timeout (storage/sqlite-busy.ts).
+   */
+  fixPartitions(requested: number): number {
+    if (this.#first.recordedPartitions() === null) for (let p = 1; p < requested; p++) prepareViewFile(viewPartitionFile(this.#file, p));
+    return this.#first.fixPartitions(requested);
   }
 
   /** Partition 0 (view.db). */

@@ -29,6 +29,12 @@ export function viewPartitionFile(viewFile: string, part: number): string {
   return join(dirname(viewFile), `${name}-p${part}.db`);
 }
 
+/** The file of record shard `shard` of a sharded view (consumer/identity-stage-applier.ts): `view-s<k>.db`. */
+export function viewShardFile(viewFile: string, shard: number): string {
+  const name = basename(viewFile).replace(/\.db$/, '');
+  return join(dirname(viewFile), `${name}-s${shard}.db`);
+}
+
 /** The recorded partition count, or null when the view was never consumed with a layout. */
 export function recordedViewPartitions(db: Database.Database): number | null {
   const n = db.prepare('SELECT partitions FROM view_layout WHERE id = 1').pluck().get() as number | undefined;

@@ -25,6 +25,7 @@ import {
   type IdentityView,
   type IngestStatsStore,
   type MergedRecord,
+  type RecordIdentity,
   type RecordRef,
   type ViewStore,
   type ViewTransaction,
@@ -66,6 +67,13 @@ CREATE TABLE IF NOT EXISTS identity_identifiers (
   PRIMARY KEY (data_set_id, identifier)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS identity_identifiers_key ON identity_identifiers (data_set_id, identity_key);
+CREATE TABLE IF NOT EXISTS record_identities (
+  data_set_id TEXT NOT NULL,
+  record_key TEXT NOT NULL,
+  first_received_at INTEGER NOT NULL,
+  identity_key TEXT,
+  PRIMARY KEY (data_set_id, record_key)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS view_counters (
   data_set_id TEXT NOT NULL,
   hour INTEGER NOT NULL,
@@ -106,17 +114,27 @@ export const VIEW_JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024;
 function openDatabase(file: string, schema: string, options: { readonly?: boolean; busyTimeoutMs?: number } = {}): Database.Database {
   prepareDatabaseFile(file); // durable directory entries, 0700/0600 (durable-files.ts)
   const db = new Database(file);
-  db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  // What the consumer deletes or moves (a record rewritten by a merge, cells moved by a page split)
-  // is overwritten with zeros, so that a deleted record leaves no old copy in free space (issue 29;
-  // the cost is in bench/README.md "secure_delete").
-  db.pragma('secure_delete = ON');
-  // A WAL that grew (a burst, a large deletion) is cut back to this when it starts over.
-  db.pragma(`journal_size_limit = ${VIEW_JOURNAL_SIZE_LIMIT}`);
-  db.exec(schema);
+  try {
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    // What the consumer deletes or moves (a record rewritten by a merge, cells moved by a page split)
+    // is overwritten with zeros, so that a deleted record leaves no old copy in free space (issue 29;
+    // the cost is in bench/README.md "secure_delete").
+    db.pragma('secure_delete = ON');
+    // A WAL that grew (a burst, a large deletion) is cut back to this when it starts over.
+    db.pragma(`journal_size_limit = ${VIEW_JOURNAL_SIZE_LIMIT}`);
+    db.exec(schema);
+  } catch (error) {
+    db.close(); // e.g. "database is locked": the caller may try again, and leaks no connection
+    throw error;
+  }
   return db;
+}
+
+/** Creates a view file (WAL, schema) if it does not exist yet, and closes it. */
+export function prepareViewFile(file: string): void {
+  openDatabase(file, VIEW_SCHEMA).close();
 }
 
 interface RecordRow extends SharedRecordRow {
@@ -141,6 +159,7 @@ export const VIEW_PAGE_CACHE_KB = 16_384;
 const byKey = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 const nodeOrder = (a: IdentityNode, b: IdentityNode) => byKey(a.dataSetId, b.dataSetId) || byKey(a.identityKey, b.identityKey);
 const linkOrder = (a: IdentifierLink, b: IdentifierLink) => byKey(a.dataSetId, b.dataSetId) || byKey(a.identifier, b.identifier);
+const recordIdentityOrder = (a: RecordIdentity, b: RecordIdentity) => byKey(a.dataSetId, b.dataSetId) || byKey(a.recordKey, b.recordKey);
 const sortedBy = <T>(items: readonly T[], order: (a: T, b: T) => number): T[] => [...items].sort(order);
 
 export class SqliteViewStore implements ViewStore {
@@ -220,6 +239,15 @@ export class SqliteViewStore implements ViewStore {
       exportPage: db.prepare(
         'SELECT rowid, * FROM view_records WHERE rowid > ? AND data_set_id = ? AND last_received_at >= ? ORDER BY rowid LIMIT 1000',
       ),
+      // Sharded layout, identity stage (consumer/identity-stage-applier.ts).
+      recordIdentities: db.prepare(
+        'SELECT record_key, first_received_at, identity_key FROM record_identities WHERE data_set_id = ? AND record_key IN (SELECT value FROM json_each(?))',
+      ),
+      recordIdentity: db.prepare('SELECT identity_key FROM record_identities WHERE data_set_id = ? AND record_key = ?').pluck(),
+      upsertRecordIdentity: db.prepare(
+        `INSERT INTO record_identities (data_set_id, record_key, first_received_at, identity_key) VALUES (?, ?, ?, ?)
+         ON CONFLICT (data_set_id, record_key) DO UPDATE SET first_received_at = excluded.first_received_at, identity_key = excluded.identity_key`,
+      ),
       heartbeat: db.prepare(
         'INSERT INTO consumer_heartbeats (consumer, pid, at) VALUES (?, ?, ?) ON CONFLICT (consumer) DO UPDATE SET pid = excluded.pid, at = excluded.at',
       ),
@@ -288,6 +316,20 @@ export class SqliteViewStore implements ViewStore {
         this.#wrote = true;
         if (this.#hot) for (const l of links) this.#pendingLinks.push(l);
         for (const l of sortedBy(links, linkOrder)) s.insertLink.run(l.dataSetId, l.identifier, l.identityKey);
+      },
+      loadRecordIdentities: async (refs) => {
+        const out = new Map<string, RecordIdentity>();
+        for (const [dataSetId, keys] of byDataSet(refs, (r) => r.recordKey)) {
+          for (const row of s.recordIdentities.all(dataSetId, JSON.stringify(keys)) as { record_key: string; first_received_at: number; identity_key: string | null }[]) {
+            out.set(pairKey(dataSetId, row.record_key), { dataSetId, recordKey: row.record_key, firstReceivedAt: row.first_received_at, identityKey: row.identity_key });
+          }
+        }
+        return out;
+      },
+      // In key order, as identity rows (neighbouring B-tree pages in a run).
+      writeRecordIdentities: async (rows) => {
+        this.#wrote = true;
+        for (const r of sortedBy(rows, recordIdentityOrder)) s.upsertRecordIdentity.run(r.dataSetId, r.recordKey, r.firstReceivedAt, r.identityKey);
       },
       addCounters: async (deltas) => {
         this.#wrote = true;
@@ -395,6 +437,11 @@ export class SqliteViewStore implements ViewStore {
   async getRecord(dataSetId: string, recordKey: string): Promise<MergedRecord | null> {
     const row = this.#s.record.get(dataSetId, recordKey) as RecordRow | undefined;
     return row ? recordOf(row) : null;
+  }
+
+  /** Sharded layout: the identity key the identity stage last gave a record (resolve it), or null. */
+  async recordIdentity(dataSetId: string, recordKey: string): Promise<string | null> {
+    return (this.#s.recordIdentity.get(dataSetId, recordKey) as string | null | undefined) ?? null;
   }
 
   async resolveIdentity(dataSetId: string, identityKey: string): Promise<string | null> {

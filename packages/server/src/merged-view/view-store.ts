@@ -58,6 +58,19 @@ export interface IdentifierLink {
   readonly identityKey: string;
 }
 
+/**
+ * The identity stage's row of one merged record in the sharded layout (consumer/identity-stage-applier.ts):
+ * what the stage needs to decide the merge window and the record's previous identity on its own.
+ */
+export interface RecordIdentity {
+  readonly dataSetId: string;
+  readonly recordKey: string;
+  /** The record's first_received_at, as its record shard has it. */
+  readonly firstReceivedAt: number;
+  /** The identity key assigned when last written (resolve it), or null: no identity. */
+  readonly identityKey: string | null;
+}
+
 export interface DataSetCounterDelta extends CounterRow {
   readonly dataSetId: string;
 }
@@ -86,6 +99,10 @@ export interface ViewTransaction {
   linkIdentifiers(links: readonly IdentifierLink[]): Promise<void>;
   /** Adds deltas to the merged-view counters. */
   addCounters(deltas: readonly DataSetCounterDelta[]): Promise<void>;
+  /** Sharded layout, identity stage: record rows by pairKey(dataSetId, recordKey) (embedded store only so far). */
+  loadRecordIdentities?(refs: readonly RecordRef[]): Promise<Map<string, RecordIdentity>>;
+  /** Sharded layout, identity stage: inserts or replaces record rows. */
+  writeRecordIdentities?(rows: readonly RecordIdentity[]): Promise<void>;
 }
 
 export interface IdentityView {

@@ -137,18 +137,23 @@ export function openQueueDatabase(file: string, options: { readonly?: boolean } 
   const db = new Database(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
   // First: several processes (the workers of a node, the CLI, the consumer) open this file at the
   // same moment, and switching to WAL or creating the schema must wait for a lock, not fail.
-  db.pragma('busy_timeout = 5000');
-  if (!options.readonly) {
-    db.pragma('journal_mode = WAL');
-    // FULL: every commit syncs the WAL, so a committed segment survives power loss, not only a crash.
-    db.pragma('synchronous = FULL');
-    // Every writer (ingest, retention, the eraser) overwrites what it deletes or moves with zeros:
-    // a row deleted by retention, a segment rewritten by an erasure, a cell moved by a page split
-    // leave no old copy in free space (issue 29; cost measured in bench/README.md).
-    db.pragma('secure_delete = ON');
-    db.exec(QUEUE_SCHEMA);
-    addBodyLogColumns(db);
-    addAcceptedCounts(db);
+  try {
+    db.pragma('busy_timeout = 5000');
+    if (!options.readonly) {
+      db.pragma('journal_mode = WAL');
+      // FULL: every commit syncs the WAL, so a committed segment survives power loss, not only a crash.
+      db.pragma('synchronous = FULL');
+      // Every writer (ingest, retention, the eraser) overwrites what it deletes or moves with zeros:
+      // a row deleted by retention, a segment rewritten by an erasure, a cell moved by a page split
+      // leave no old copy in free space (issue 29; cost measured in bench/README.md).
+      db.pragma('secure_delete = ON');
+      db.exec(QUEUE_SCHEMA);
+      addBodyLogColumns(db);
+      addAcceptedCounts(db);
+    }
+  } catch (error) {
+    db.close(); // e.g. "database is locked": the caller may try again, and leaks no connection
+    throw error;
   }
   return db;
 }

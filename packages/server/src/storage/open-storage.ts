@@ -36,7 +36,14 @@ export async function openStorage(options: StorageOptions): Promise<Storage> {
   validateDatabaseUrl(options.databaseUrl);
   if (!isDatabaseUrl(options.databaseUrl)) {
     const storage = new SqliteStorage(options.dataDir, options.env, { masterKeyFile: options.masterKeyFile });
-    if (options.migrate ?? true) await storage.prepareFiles();
+    if (options.migrate ?? true) {
+      try {
+        await storage.prepareFiles();
+      } catch (error) {
+        await storage.close(); // what it opened before the failure (a locked file: the worker tries again)
+        throw error;
+      }
+    }
     return storage;
   }
   if (options.migrate ?? true) await migrate(options.databaseUrl, options.env);

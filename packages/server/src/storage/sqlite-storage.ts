@@ -24,6 +24,7 @@ import { SqliteQueueSource } from '../consumer/sqlite-queue-source.js';
 import { VIEW_CONSUMER } from '../consumer/view-consumer.js';
 import { runConsumerLoop } from '../consumer/consumer-loop.js';
 import { SqlitePartitions } from '../consumer/sqlite-partitions.js';
+import { retryWhileBusy } from './sqlite-busy.js';
 
 /** How often the consumer prunes the queue (when a retention is set). */
 const RETENTION_EVERY_MS = 60_000;
@@ -129,7 +130,15 @@ export class SqliteStorage implements Storage {
     const queueFile = queueDbFile(this.#dataDir, this.#env);
     const requested = options.viewPartitions ?? DEFAULT_VIEW_PARTITIONS;
     if (!Number.isInteger(requested) || requested < 1 || requested > MAX_VIEW_PARTITIONS) throw new Error(`view partitions must be 1 to ${MAX_VIEW_PARTITIONS}`);
-    const partitions = view.first.fixPartitions(requested);
+    // Recording the layout writes view.db, and the log line below opens every partition file: a lock
+    // held past the busy timeout (storage/sqlite-busy.ts) delays the start, never ends the worker.
+    const prepared = await retryWhileBusy(async () => ({ partitions: view.fixPartitions(requested), nextSeq: await view.offset(VIEW_CONSUMER) }), {
+      logger: options.logger,
+      stopped: options.stopped,
+      step: 'preparing the view partitions',
+    });
+    if (!prepared) return;
+    const { partitions, nextSeq } = prepared;
     if (partitions !== requested && options.viewPartitions !== undefined) {
       options.logger.warn({ requested, partitions }, 'the view was created with another partition count; keeping it (delete the view files to change it)');
     }
@@ -145,7 +154,7 @@ export class SqliteStorage implements Storage {
     // (queue/sqlite-queue-retention.ts).
     const retentionMs = options.retentionMs ?? 0;
     const retention = retentionMs > 0 ? new SqliteQueueRetention(queueFile) : null;
-    options.logger.info({ env: this.#env, pid: process.pid, partitions, next_seq: await view.offset(VIEW_CONSUMER) }, 'consumer started');
+    options.logger.info({ env: this.#env, pid: process.pid, partitions, next_seq: nextSeq }, 'consumer started');
     try {
       await runConsumerLoop(assignment, {
         logger: options.logger,

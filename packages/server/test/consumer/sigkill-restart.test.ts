@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
-import { once } from 'node:events';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import { queueDbFile, viewDbFile } from '../../src/config.js';
 import { StatsReader } from '../../src/analytics/stats-reader.js';
@@ -43,8 +42,29 @@ async function fillQueue(dataDir: string): Promise<number> {
   return EVENTS;
 }
 
-function startWorker(dataDir: string, partitions: number): ChildProcess {
-  return spawn(process.execPath, [BIN, '--data-dir', dataDir, 'worker', '--view-partitions', String(partitions)], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ECAPI_LOG_LEVEL: 'warn' } });
+/** A worker process; `exited` resolves when it is gone, `stderr` keeps what it printed there. */
+interface Worker {
+  readonly child: ChildProcess;
+  readonly exited: Promise<void>;
+  readonly log: () => string;
+}
+
+function startWorker(dataDir: string, partitions: number, logLevel: 'warn' | 'info'): Worker {
+  const child = spawn(process.execPath, [BIN, '--data-dir', dataDir, 'worker', '--view-partitions', String(partitions)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ECAPI_LOG_LEVEL: logLevel },
+  });
+  let log = '';
+  for (const stream of [child.stdout!, child.stderr!]) stream.setEncoding('utf8').on('data', (text: string) => (log += text));
+  // Listened for from the start: a worker that exits on its own is noticed, never awaited after the fact.
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return { child, exited, log: () => log };
+}
+
+/** Fails at once, with what it printed, when a worker this test did not stop has exited. */
+function assertRunning(worker: Worker, what: string): void {
+  const { exitCode, signalCode } = worker.child;
+  assert.ok(exitCode === null && signalCode === null, `${what}: the worker exited on its own (code ${exitCode}, signal ${signalCode}):\n${worker.log()}`);
 }
 
 async function lagOf(dataDir: string) {
@@ -62,22 +82,22 @@ async function runUntilCaughtUp(dataDir: string, partitions: number): Promise<vo
   // Its log on stdout: the SIGTERM below must wait for "consumer started" (the handler is installed
   // by then). The lag can already be 0 when it starts (the kills below may leave nothing to do),
   // and a SIGTERM before the handler exists kills the process (exit code null), as it should.
-  const child = spawn(process.execPath, [BIN, '--data-dir', dataDir, 'worker', '--view-partitions', String(partitions)], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ECAPI_LOG_LEVEL: 'info' } });
-  let log = '';
-  child.stdout!.setEncoding('utf8').on('data', (text: string) => (log += text));
+  const worker = startWorker(dataDir, partitions, 'info');
   const deadline = Date.now() + 60_000;
   try {
-    while (!log.includes('"consumer started"') || (await lagOf(dataDir)).lag_records > 0) {
-      assert.ok(Date.now() < deadline, `consumer did not start and catch up within 60 s:\n${log}`);
+    while (!worker.log().includes('"consumer started"') || (await lagOf(dataDir)).lag_records > 0) {
+      assertRunning(worker, `P=${partitions}, the last run (until caught up)`);
+      assert.ok(Date.now() < deadline, `consumer did not start and catch up within 60 s:\n${worker.log()}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   } catch (error) {
-    child.kill('SIGKILL'); // a failed wait must not leave the worker (and this file) running
+    worker.child.kill('SIGKILL'); // a failed wait must not leave the worker (and this file) running
     throw error;
   }
-  child.kill('SIGTERM');
-  const [code] = await once(child, 'exit');
-  assert.equal(code, 0);
+  assertRunning(worker, `P=${partitions}, the last run (caught up)`);
+  worker.child.kill('SIGTERM');
+  await worker.exited;
+  assert.equal(worker.child.exitCode, 0, `SIGTERM: exit code 0:\n${worker.log()}`);
 }
 
 test('SIGKILL at random points, restart: the same view as an uninterrupted run, with 1, 2 and 4 partitions', { timeout: 300_000 }, async () => {
@@ -107,12 +127,19 @@ test('SIGKILL at random points, restart: the same view as an uninterrupted run, 
     let kills = 0;
     for (let i = 0; i < 6; i++) {
       const before = (await lagOf(killed)).next_seq;
-      const child = startWorker(killed, partitions);
+      const worker = startWorker(killed, partitions, 'warn');
       const deadline = Date.now() + 30_000;
-      while ((await lagOf(killed)).next_seq === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-      await new Promise((r) => setTimeout(r, Math.floor(rand() * 150)));
-      child.kill('SIGKILL');
-      await once(child, 'exit');
+      try {
+        while ((await lagOf(killed)).next_seq === before && Date.now() < deadline) {
+          assertRunning(worker, `P=${partitions}, run ${i + 1} (before its kill)`);
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        await new Promise((r) => setTimeout(r, Math.floor(rand() * 150)));
+        assertRunning(worker, `P=${partitions}, run ${i + 1} (at its kill)`);
+      } finally {
+        worker.child.kill('SIGKILL');
+        await worker.exited;
+      }
       const lag = await lagOf(killed);
       if (lag.lag_records === 0) break;
       kills++;

@@ -1,0 +1,148 @@
+/**
+ * The identity stage of the sharded layout: one data set's merged records applied by P threads.
+ *
+ * Role. Issue 30: one data set was applied by one thread (data-set partitions, DESIGN.md). In the
+ * sharded layout a view has two kinds of parts, each a file of its own with its own writer, its own
+ * offset and its own transaction:
+ * - P **record shards** (record-shard-applier.ts): the merged records and the counters of the keys
+ *   `record-shard.ts recordShardOf(data set, record key, P)` gives them, every data set spread over
+ *   every shard;
+ * - P **identity parts** (this module): identifier links, identity nodes and `record_identities`
+ *   (per record: its first_received_at and its identity key) of the data sets
+ *   `data-set-partition.ts partitionOf(data set, P)` gives them; one data set's identities are
+ *   applied by one part, in queue order.
+ * Each part reads the queue itself from its own offset (a shard keeps its own keys' records, an
+ * identity part its data sets'), so parts share nothing while applying: no hand-off between
+ * threads, no two-phase commit, no ordering between parts. A crash between two parts' commits is
+ * harmless: each part's input is the queue, its state is its own file, and it resumes from its own
+ * offset (exactly-once per part, as a data-set partition is today).
+ *
+ * Why the view is exactly the one docs/guides/merged-view.md defines (the record-at-a-time
+ * reference of test/helpers/reference-view.ts; test/consumer/batch-applier-model.test.ts checks it
+ * with P = 1, 2, 4, random batch sizes, random interleavings of the parts and rolled-back batches):
+ * - Merge, merge window, counters: per key, or sums of integers; a shard applies every record of
+ *   its keys in queue order, so each record and each counter's share is what one applier gives.
+ * - Identity linking: the union-find's step for a record depends on (data set, queue position,
+ *   whether the record was applied, the identity its merged record had before, the identifiers of
+ *   its merged event), and its result on the order of the steps. This stage applies its data sets'
+ *   records in queue order, like the single applier, and derives every input itself:
+ *   * applied: not suppressed, and not after the merge window, which needs only whether the key
+ *     exists and its first_received_at; both are functions of the queue (the min of received_at over
+ *     the key's applied records) that this stage keeps in `record_identities`, as the shard keeps them
+ *     in its record;
+ *   * the previous identity: `record_identities.identity_key`, which this stage writes;
+ *   * the identifiers: those of the queued event instead of the merged event's. Same step: every
+ *     identifier of the stored merged event was linked, when its record was applied, to that
+ *     record's identity tree (linked to the survivor, or already linked to a root united with it),
+ *     so it adds no root beyond the previous identity's and no new link; and every identifier of the
+ *     queued event is one of the merged event's (identifier arrays are unioned, scalars take the
+ *     newer value). A record with no previous identity had no identifiers, so both lists are equal.
+ *   The older identity survives a union and a new identity is named after the queue position of the
+ *   record that started it (identity-forest.ts), as before.
+ * - Reads (merged-view/sharded-view-store.ts): a record from its shard, its identity key from its
+ *   data set's identity part (`record_identities`), resolved there; counters summed over the shards.
+ *
+ * Decisions (hazard). Suppression (the list at apply time) and the merge window (the data set's
+ * policy at apply time) are decided by the shard and by the identity stage each on its own. They
+ * agree unless the list or the window changes while the two are at different queue positions and a
+ * record in that gap is decided differently (a re-send whose age is between the old and new window,
+ * or one carrying an identifier suppressed meanwhile): then a record may be merged but not linked,
+ * or linked but discarded. Not fixed here: a fix makes a change effective from a queue position
+ * recorded in every part's file.
+ *
+ * Lifecycle (hazard, not built: `worker` does not run this layout yet). A deletion (retention,
+ * `events delete`, `identities forget`) touches a record's shard and its identity part, two files
+ * at different queue offsets. Deleted in both at one wall-clock time, a re-send queued between the
+ * two offsets would be merged and then deleted by the part that was ahead, but applied after the
+ * deletion (a new record, a new identity) by the part that was behind: the parts would disagree for
+ * good. So in this layout a deletion must take effect in every part at the same queue position (a
+ * fence each part applies when its offset reaches it, recorded in its own file), not merely be run
+ * against more files.
+ *
+ * Memory: one batch per part thread and its maps, as a data-set partition (DESIGN.md "Memory
+ * bound"); `record_identities` is a row per record on disk (no event), not in memory.
+ */
+import { pairKey, type IdentityNode, type RecordIdentity, type RecordRef, type ViewTransaction } from '../merged-view/view-store.js';
+import type { QueueRecord } from '../queue/event-queue.js';
+import { prepareRecords } from './batch-loading.js';
+import { IdentityForest } from './identity-forest.js';
+import type { ApplyOptions, BatchResult } from './view-applier.js';
+
+/** Keys wanted, per data set, deduplicated. */
+function pairsByDataSet<T>(add: (want: (dataSetId: string, key: string) => void) => void, make: (dataSetId: string, key: string) => T): T[] {
+  const byDataSet = new Map<string, Set<string>>();
+  add((dataSetId, key) => {
+    let keys = byDataSet.get(dataSetId);
+    if (!keys) byDataSet.set(dataSetId, (keys = new Set()));
+    keys.add(key);
+  });
+  const out: T[] = [];
+  for (const [dataSetId, keys] of byDataSet) for (const key of keys) out.push(make(dataSetId, key));
+  return out;
+}
+
+const recordRef = (dataSetId: string, recordKey: string): RecordRef => ({ dataSetId, recordKey });
+const identifierRef = (dataSetId: string, identifier: string) => ({ dataSetId, identifier });
+const identityRef = (dataSetId: string, identityKey: string) => ({ dataSetId, identityKey });
+
+export async function applyIdentityStage(tx: ViewTransaction, records: readonly QueueRecord[], options: ApplyOptions): Promise<BatchResult> {
+  if (!tx.loadRecordIdentities || !tx.writeRecordIdentities) throw new Error('this view store has no identity stage (sharded layout)');
+  const prepared = prepareRecords(records);
+  const stored = await tx.loadRecordIdentities(
+    pairsByDataSet((want) => {
+      for (const p of prepared) want(p.record.data_set_id, p.key);
+    }, recordRef),
+  );
+  const links = await tx.loadIdentifierLinks(
+    pairsByDataSet((want) => {
+      for (const p of prepared) for (const identifier of p.identifiers) want(p.record.data_set_id, identifier);
+    }, identifierRef),
+  );
+  const nodes = new Map<string, IdentityNode>(
+    await tx.loadIdentities(
+      pairsByDataSet((want) => {
+        for (const [pk, key] of links) want(pk.slice(0, pk.indexOf('\u0000')), key);
+        for (const r of stored.values()) if (r.identityKey !== null) want(r.dataSetId, r.identityKey);
+      }, identityRef),
+    ),
+  );
+  const parents = pairsByDataSet((want) => {
+    for (const node of nodes.values()) if (node.parent !== null && !nodes.has(pairKey(node.dataSetId, node.parent))) want(node.dataSetId, node.parent);
+  }, identityRef);
+  if (parents.length > 0) for (const [pk, node] of await tx.loadIdentities(parents)) nodes.set(pk, node);
+
+  const forest = new IdentityForest(nodes, links);
+  const current = new Map<string, RecordIdentity>();
+  const windows = new Map<string, number>();
+  let created = 0;
+  let merged = 0;
+  let discarded = 0;
+  for (const p of prepared) {
+    const { record } = p;
+    const dataSetId = record.data_set_id;
+    if (options.suppressed?.(dataSetId, p.identifiers)) continue;
+    const existing = current.get(p.pk) ?? stored.get(p.pk);
+    let windowMs = windows.get(dataSetId);
+    if (windowMs === undefined) windows.set(dataSetId, (windowMs = options.mergeWindowMs(dataSetId)));
+    // record-merge.ts mergeStep's rule, on the stage's own first_received_at.
+    if (existing && record.received_at - existing.firstReceivedAt > windowMs) {
+      discarded++;
+      continue;
+    }
+    if (existing) merged++;
+    else created++;
+    const identityKey = forest.apply(dataSetId, record.seq, existing?.identityKey ?? null, p.identifiers);
+    const firstReceivedAt = existing ? Math.min(existing.firstReceivedAt, record.received_at) : record.received_at;
+    if (!existing || existing.identityKey !== identityKey || existing.firstReceivedAt !== firstReceivedAt) {
+      current.set(p.pk, { dataSetId, recordKey: p.key, firstReceivedAt, identityKey });
+    }
+  }
+
+  await tx.writeRecordIdentities([...current.values()]);
+  await tx.writeIdentities(forest.changedNodes());
+  const moves = forest.moves();
+  if (moves.length > 0) await tx.reparentIdentities(moves);
+  const newLinks = forest.newLinks();
+  if (newLinks.length > 0) await tx.linkIdentifiers(newLinks);
+  return { records: records.length, created, merged, discarded };
+}

@@ -1,0 +1,75 @@
+/**
+ * The record part of the sharded layout (design: identity-stage-applier.ts): applies a batch of
+ * the queued records of ONE record shard (record-shard.ts) to that shard's merged records and
+ * counters, in one transaction of the shard's store with the shard's offset. No identity work at
+ * all: the shard's records keep `identity_key` NULL; a record's identity lives in the identity
+ * stage's `record_identities` and reads join them (merged-view/sharded-view-store.ts).
+ *
+ * Exactly view-applier.ts's merge and counter parts (record-merge.ts, counter-deltas.ts), per record
+ * in queue order; the rules touch one key at a time (merge, merge window) or add integers
+ * (counters), so a shard applying its own keys in queue order gives each of its records and each
+ * counter's share exactly what one applier over the whole queue gives.
+ *
+ * Hazard: the merge-window and suppression decisions are taken here and, independently, by the
+ * identity stage (both from the queue and their own state). They agree as long as both see the
+ * same window and suppression list for the record (see identity-stage-applier.ts, "Decisions").
+ */
+import { hourOf } from '../analytics/hourly.js';
+import type { MergedRecord, RecordRef, ViewTransaction } from '../merged-view/view-store.js';
+import type { QueueRecord } from '../queue/event-queue.js';
+import { prepareRecords } from './batch-loading.js';
+import { CounterDeltas } from './counter-deltas.js';
+import { mergeStep } from './record-merge.js';
+import type { ApplyOptions, BatchResult } from './view-applier.js';
+
+export async function applyRecordShard(tx: ViewTransaction, records: readonly QueueRecord[], options: ApplyOptions): Promise<BatchResult> {
+  const prepared = prepareRecords(records);
+  const refs: RecordRef[] = [];
+  const seen = new Set<string>();
+  for (const p of prepared) {
+    if (seen.has(p.pk)) continue;
+    seen.add(p.pk);
+    refs.push({ dataSetId: p.record.data_set_id, recordKey: p.key });
+  }
+  const stored = await tx.loadRecords(refs);
+  const counters = new CounterDeltas();
+  const current = new Map<string, MergedRecord>();
+  const windows = new Map<string, number>();
+  let created = 0;
+  let merged = 0;
+  let discarded = 0;
+
+  for (const p of prepared) {
+    const { record } = p;
+    const dataSetId = record.data_set_id;
+    const existing = current.get(p.pk) ?? stored.get(p.pk);
+    const arrivalHour = hourOf(record.received_at);
+    counters.add(dataSetId, arrivalHour, 'received', 1);
+    if (options.suppressed?.(dataSetId, p.identifiers)) {
+      counters.add(dataSetId, arrivalHour, 'suppressed', 1);
+      continue;
+    }
+    let windowMs = windows.get(dataSetId);
+    if (windowMs === undefined) windows.set(dataSetId, (windowMs = options.mergeWindowMs(dataSetId)));
+    const step = mergeStep(existing, p, windowMs);
+    if (step.discarded) {
+      counters.add(dataSetId, arrivalHour, 'discarded', 1);
+      discarded++;
+      continue;
+    }
+    if (existing) {
+      counters.add(dataSetId, arrivalHour, 'merged', 1);
+      merged++;
+    } else created++;
+    current.set(p.pk, step.record);
+  }
+
+  for (const [pk, next] of current) {
+    const before = stored.get(pk);
+    if (before) counters.addRecord(before, -1);
+    counters.addRecord(next, 1);
+  }
+  await tx.writeRecords([...current.values()]);
+  await tx.addCounters(counters.deltas());
+  return { records: records.length, created, merged, discarded };
+}

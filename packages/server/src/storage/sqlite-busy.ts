@@ -1,0 +1,65 @@
+/**
+ * SQLite's "database is locked" (SQLITE_BUSY) while a process opens and prepares its stores, and
+ * waiting it out.
+ *
+ * A connection waits for a lock another connection holds up to its busy_timeout (5 s on every file
+ * here), then fails with SQLITE_BUSY; in a few cases it fails at once, without waiting. At the
+ * worker's start that is transient, not a fault, and it can outlast 5 s on a loaded machine:
+ * - after a SIGKILL, the first connection to a view file rebuilds its wal-index from the WAL (up to
+ *   256 MB per file: consumer/DESIGN.md "Durability settings"), and the last connection to close a
+ *   file checkpoints its whole WAL; both hold the file against every other connection meanwhile;
+ * - another connection holds a view file's write lock (an eraser's TRUNCATE checkpoint,
+ *   fs/wal-truncation.ts; another process recording the view's layout) when the worker must write
+ *   it (the layout, sqlite-view-layout.ts);
+ * - two connections switching one brand-new file to WAL at the same moment: one fails at once
+ *   (SQLite upgrades its read to a write, and an upgrade never waits).
+ * The worker used to exit then ("error: database is locked"): `serve` restarted it after a backoff,
+ * a standalone worker stayed down. Now its start runs again after a bounded backoff, with one
+ * warning, until it succeeds or the worker is stopped. The 5 s busy_timeout is unchanged for normal
+ * operation: a batch that meets it fails and its lane retries it (consumer/consumer-loop.ts).
+ */
+import type { Logger } from '../observability/logger.js';
+
+/** The warning logged (once per start) when the start meets a lock; tests look for it. */
+export const BUSY_RETRY_MESSAGE = 'a SQLite file is locked by another connection while the consumer starts; retrying';
+
+/** First and longest pause between attempts (doubling in between). */
+export const BUSY_RETRY_FIRST_MS = 250;
+export const BUSY_RETRY_MAX_MS = 5000;
+
+/** SQLITE_BUSY and its extended codes (SQLITE_BUSY_RECOVERY, _SNAPSHOT, _TIMEOUT), as better-sqlite3 reports them. */
+export function isSqliteBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null | undefined)?.code;
+  return typeof code === 'string' && (code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_'));
+}
+
+/**
+ * Runs `attempt` until it does not fail with SQLITE_BUSY; any other error is thrown. `attempt`
+ * must leave nothing open when it fails. Resolves with undefined when `stopped` resolves first.
+ * `step` names what was being done, for the log (a fixed phrase: never a path or an identifier).
+ */
+export async function retryWhileBusy<T>(
+  attempt: () => T | Promise<T>,
+  options: { readonly logger: Logger; readonly stopped: Promise<void>; readonly step: string },
+): Promise<T | undefined> {
+  let stopped = false;
+  void options.stopped.then(() => (stopped = true));
+  let delay = BUSY_RETRY_FIRST_MS;
+  let warned = false;
+  for (;;) {
+    if (stopped) return undefined;
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!isSqliteBusy(error)) throw error;
+      if (!warned) {
+        warned = true;
+        options.logger.warn({ step: options.step, err: { code: (error as { code: string }).code, message: (error as Error).message }, retry_in_ms: delay }, BUSY_RETRY_MESSAGE);
+      }
+    }
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([options.stopped, new Promise((resolve) => (timer = setTimeout(resolve, delay)))]);
+    clearTimeout(timer);
+    delay = Math.min(BUSY_RETRY_MAX_MS, delay * 2);
+  }
+}
