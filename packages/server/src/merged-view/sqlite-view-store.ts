@@ -424,7 +424,7 @@ export class SqliteViewStore implements ViewStore {
     return asked;
   }
 
-  /** Lookups the hot state answered and passed on, and its size (bench/consumer-partitions.ts). */
+  /** Lookups the hot state answered and passed on to the file, its size, and its full loads (tests; null without hot state). */
   hotStats(): { hits: number; misses: number; links: number; loads: number; loaded: number } | null {
     const hot = this.#hot;
     return hot ? { hits: hot.hits, misses: hot.misses, links: hot.size, loads: hot.loads, loaded: hot.loaded } : null;

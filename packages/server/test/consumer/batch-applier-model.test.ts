@@ -350,6 +350,9 @@ async function runLifecycleOp(eraser: SqliteViewEraser, op: { kind: string; pick
 test('hot state is transparent: erasers between batches and rolled-back batches give the view of a consumer without hot state', { timeout: 300_000 }, async () => {
   const dir = tempDataDir('ecapi-model-hot-');
   let run = 0;
+  /** Lookups the hot state answered, and its full loads (after a start or a clear), over all runs: the property must not hold vacuously. */
+  let hits = 0;
+  let loads = 0;
   await fc.assert(
     fc.asyncProperty(
       fc.array(queuedEvent, { minLength: 1, maxLength: 60 }),
@@ -395,6 +398,9 @@ test('hot state is transparent: erasers between batches and rolled-back batches 
             if (!result.moved) break;
           }
           assert.deepEqual(dumpView(files[0]), dumpView(files[1]));
+          const stats = hot.hotStats()!;
+          hits += stats.hits;
+          loads += stats.loads;
         } finally {
           for (const eraser of erasers) eraser.close();
           await hot.close();
@@ -404,4 +410,5 @@ test('hot state is transparent: erasers between batches and rolled-back batches 
     ),
     { numRuns: Number(process.env.MODEL_RUNS ?? 150) },
   );
+  assert.ok(hits > 0 && loads > run, `the hot state answered ${hits} lookups and loaded ${loads} times over ${run} runs`);
 });
