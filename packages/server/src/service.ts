@@ -8,7 +8,6 @@
 import type { AddressInfo } from 'node:net';
 import type { ServeConfig } from './config.js';
 import { CredentialCache } from './control/credential-cache.js';
-import type { IssuedKey } from './control/control-plane.js';
 import { buildServer, type PublicServer } from './http/public-server.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { ServiceMetrics } from './observability/service-metrics.js';
@@ -25,23 +24,14 @@ import { DiskMonitor } from './lifecycle/disk-usage.js';
 import { LiveRecorder, startLiveLoop } from './observability/live-recorder.js';
 import { LiveStore } from './observability/live-store.js';
 import { createEventProcessor } from './validation/event-processor.js';
-import { announceListening, buildNodeAdmin, closeOnce, openNode } from './serving-node.js';
+import { abandonStart, announceListening, buildNodeAdmin, openNode, startedNode, type RunningNode } from './serving-node.js';
 import { listenFailure } from './http/listen-failure.js';
 
-export interface RunningService {
-  readonly port: number;
-  /** 0 for a worker process, which has no admin port of its own. */
-  readonly adminPort: number;
-  readonly certFile: string;
-  /** Set on the first run of a fresh environment with the demo enabled. */
-  readonly demoKey: IssuedKey | null;
-  readonly logger: Logger;
+export interface RunningService extends RunningNode {
   readonly metrics: ServiceMetrics;
   /** Live figures for the operator console; a worker sends them to its primary every second. */
   readonly live: LiveRecorder;
   queueHealth(): QueueHealth;
-  /** Graceful stop: stop accepting, finish in-flight requests, flush the queue, close stores. */
-  close(): Promise<void>;
 }
 
 export interface ServiceOptions {
@@ -60,7 +50,8 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   const role = options.role ?? 'single';
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const metrics = new ServiceMetrics();
-  const { storage, controlPlane, tls, demoKey } = await openNode(config, logger, { role: role === 'single' ? 'node' : 'worker' });
+  const node = await openNode(config, logger, { role: role === 'single' ? 'node' : 'worker' });
+  const { storage, controlPlane, tls } = node;
   const credentials = await CredentialCache.start(controlPlane, {
     intervalMs: config.controlPollMs,
     onChange: (snapshot) => {
@@ -102,12 +93,13 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       headersTimeoutMs: config.headersTimeoutMs,
       requestTimeoutMs: config.requestTimeoutMs,
       keepAliveTimeoutMs: config.keepAliveTimeoutMs,
-      ...(config.bodyBudgetBytes !== undefined ? { bodyBudgetBytes: config.bodyBudgetBytes } : {}),
-      ...(config.handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs: config.handshakeTimeoutMs } : {}),
-      ...(config.maxPendingHandshakes !== undefined ? { maxPendingHandshakes: config.maxPendingHandshakes } : {}),
-      ...(config.bodyIdleTimeoutMs !== undefined ? { bodyIdleTimeoutMs: config.bodyIdleTimeoutMs } : {}),
-      ...(config.minBodyBytesPerSecond !== undefined ? { minBodyBytesPerSecond: config.minBodyBytesPerSecond } : {}),
-      ...(config.proxyProtocolFrom !== undefined ? { proxyProtocolFrom: config.proxyProtocolFrom } : {}),
+      // Absent ones take buildServer's and createPublicTlsServer's defaults (`??`).
+      bodyBudgetBytes: config.bodyBudgetBytes,
+      handshakeTimeoutMs: config.handshakeTimeoutMs,
+      maxPendingHandshakes: config.maxPendingHandshakes,
+      bodyIdleTimeoutMs: config.bodyIdleTimeoutMs,
+      minBodyBytesPerSecond: config.minBodyBytesPerSecond,
+      proxyProtocolFrom: config.proxyProtocolFrom,
     },
     {
       credentials: () => credentials.current(),
@@ -173,9 +165,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
     publicServer.server.on('error', (error: Error) => logger.error({ err: { message: error.message } }, 'public server error'));
     if (admin) adminPort = await admin.listen().catch((error: unknown) => Promise.reject(listenFailure(error, config.adminHost, config.adminPort, 'admin port')));
   } catch (error) {
-    await release().catch(() => undefined); // the listen error is the one to report
-    logger.flush();
-    throw error;
+    return abandonStart(error, release, logger); // the listen error is the one to report
   }
   accepting = true;
   const port = (publicServer.server.address() as AddressInfo).port;
@@ -183,18 +173,9 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   else logger.flush();
 
   return {
-    port,
-    adminPort,
-    certFile: tls.certFile,
-    demoKey,
-    logger,
+    ...startedNode(node, logger, { port, adminPort }, release, role === 'single'),
     metrics,
     live,
     queueHealth: () => queue.health(),
-    close: closeOnce(async () => {
-      await release();
-      if (role === 'single') logger.info('ecapi-ingest stopped');
-      logger.flush();
-    }),
   };
 }

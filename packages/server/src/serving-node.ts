@@ -5,8 +5,11 @@
  * - openNode: admin exposure checked, storage opened (open-storage.ts picks the profile), the master
  *   key checked against the control plane, demo credentials on a fresh environment, TLS material.
  *   A worker process of a node opens the same storage but leaves the node-wide steps to its primary.
- * - startNodeAdmin: the admin port (health, readiness, metrics, stats, operator console) over the
+ * - buildNodeAdmin: the admin port (health, readiness, metrics, stats, operator console) over the
  *   node's control plane and StatsReader; only the metrics, readiness and process count differ.
+ * - abandonStart and startedNode: what both do when their start fails (release everything opened,
+ *   then throw the start's own error), and the handle both return (its close releases once, however
+ *   often asked).
  */
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -45,7 +48,7 @@ export async function openNode(config: ServeConfig, logger: Logger, options: { r
     env: config.env,
     databaseUrl: config.databaseUrl,
     masterKeyFile: config.masterKeyFile,
-    ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
+    poolSize: options.poolSize,
   });
   try {
     if (node) {
@@ -132,7 +135,49 @@ export function announceListening(logger: Logger, fields: Record<string, unknown
 }
 
 /** A graceful stop that runs once, however often (and from however many signals) it is asked for. */
-export function closeOnce(close: () => Promise<void>): () => Promise<void> {
+function closeOnce(close: () => Promise<void>): () => Promise<void> {
   let closing: Promise<void> | null = null;
   return () => (closing ??= close());
+}
+
+/**
+ * A start that failed (a port that cannot be bound, workers that did not start): everything opened
+ * is released, and the start's own error is the one thrown, not a later one from the release.
+ */
+export async function abandonStart(error: unknown, release: () => Promise<void>, logger: Logger): Promise<never> {
+  await release().catch(() => undefined);
+  logger.flush();
+  throw error;
+}
+
+/** A started node, as its caller holds it: single process (service.ts) or primary (cluster/node-primary.ts). */
+export interface RunningNode {
+  readonly port: number;
+  /** 0 for a worker process, which has no admin port of its own. */
+  readonly adminPort: number;
+  readonly certFile: string;
+  /** Set on the first run of a fresh environment with the demo enabled. */
+  readonly demoKey: IssuedKey | null;
+  readonly logger: Logger;
+  /** Graceful stop, run once however often asked: `release` closes everything in its order. */
+  close(): Promise<void>;
+}
+
+/**
+ * The handle of a node that started. Its close() runs `release` once; a process that owns the node
+ * (`announce`) then says it stopped; the log is flushed last.
+ */
+export function startedNode(node: OpenedNode, logger: Logger, ports: { port: number; adminPort: number }, release: () => Promise<void>, announce: boolean): RunningNode {
+  return {
+    port: ports.port,
+    adminPort: ports.adminPort,
+    certFile: node.tls.certFile,
+    demoKey: node.demoKey,
+    logger,
+    close: closeOnce(async () => {
+      await release();
+      if (announce) logger.info('ecapi-ingest stopped');
+      logger.flush();
+    }),
+  };
 }

@@ -65,7 +65,7 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
       backend: storage.lifecycle(),
       controlPlane: storage.controlPlane(),
       logger: options.logger,
-      ...(options.viewRetentionEveryMs !== undefined ? { retentionEveryMs: options.viewRetentionEveryMs } : {}),
+      retentionEveryMs: options.viewRetentionEveryMs,
     });
     const lifecycleDone = lifecycle.run(Promise.race([options.stopped, consumerEnded]));
     try {
@@ -73,11 +73,12 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
         logger: options.logger,
         stopped: options.stopped,
         batchSize: options.batchSize ?? DEFAULT_BATCH_SIZE,
-        ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
-        ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
-        ...(options.retentionEveryMs !== undefined ? { retentionEveryMs: options.retentionEveryMs } : {}),
-        ...(options.viewPartitions !== undefined ? { viewPartitions: options.viewPartitions } : {}),
-        ...(options.viewHotLinks !== undefined ? { viewHotLinks: options.viewHotLinks } : {}),
+        // Absent ones take the consumer's defaults (`??` in storage/sqlite-storage.ts and postgres/partitioned-consumer.ts).
+        pollMs: options.pollMs,
+        retentionMs: options.retentionMs,
+        retentionEveryMs: options.retentionEveryMs,
+        viewPartitions: options.viewPartitions,
+        viewHotLinks: options.viewHotLinks,
         mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
         mergeWindows: () => windows.entries(),
         onTick: () => windows.refresh(),

@@ -3,7 +3,7 @@ import { getJson, type DataSetDetail } from './api.js';
 import { Chart, COLORS } from './chart.js';
 import { card, fmt, h, nowrap, replace, section, table } from './dom.js';
 import { keyList, limitsText, policyText } from './data-sets.js';
-import type { Page } from './main.js';
+import type { Page } from './page.js';
 
 const HOUR = 3600;
 /** Recent rejections shown before "show all": the newest few, with a count per reason above them. */

@@ -1,7 +1,7 @@
 /** Data sets: keys (never secrets), grants, limits, policies, today's figures. */
 import { getJson, type DataSetRow, type KeyView } from './api.js';
 import { fmt, h, nowrap, replace, table } from './dom.js';
-import type { Page } from './main.js';
+import type { Page } from './page.js';
 
 export function keyList(keys: KeyView[]): HTMLElement {
   return h(

@@ -11,12 +11,7 @@ import { overviewPage } from './overview.js';
 import { dataSetsPage } from './data-sets.js';
 import { dataSetPage } from './data-set.js';
 import { testEventsPage } from './test-events.js';
-
-export interface Page {
-  readonly element: HTMLElement;
-  refresh(): Promise<void>;
-  destroy(): void;
-}
+import type { Page } from './page.js';
 
 const POLL_MS = 2000;
 const app = document.getElementById('app')!;

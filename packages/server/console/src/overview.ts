@@ -2,7 +2,7 @@
 import { getJson, type Overview, type TimeSeries } from './api.js';
 import { Chart, COLORS } from './chart.js';
 import { card, fmt, h, replace, section, table } from './dom.js';
-import type { Page } from './main.js';
+import type { Page } from './page.js';
 
 export function overviewPage(): Page {
   const status = h('div', { class: 'status-line', 'data-testid': 'readiness' });

@@ -12,7 +12,7 @@
  */
 import { getJson, type RequestFailure, type TestEvent, type TestEvents } from './api.js';
 import { fmt, h, nowrap, replace } from './dom.js';
-import type { Page } from './main.js';
+import type { Page } from './page.js';
 
 const MAX_ROWS = 200;
 type Outcome = 'all' | 'accepted' | 'rejected' | 'failed';

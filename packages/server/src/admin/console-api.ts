@@ -21,7 +21,7 @@ import { randomBytes, createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
 import type { DataSetRecord, KeyRecord } from '../control/control-plane.js';
 import type { ConsumerLag } from '../consumer/consumer-lag.js';
 import { isoOrNull, parseDurationMs } from '../control/duration.js';
@@ -188,43 +188,82 @@ function parseWindow(text: string | undefined, fallback: string): number {
   return parseDurationMs(text ?? fallback);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Routes: registerConsole lists them; each handler is built by the function of its name below.
+
+type Handler<Route extends RouteGenericInterface = RouteGenericInterface> = (request: FastifyRequest<Route>, reply: FastifyReply) => Promise<unknown>;
+type TestEventQuery = { limit?: string; outcome?: string; event_type?: string; since?: string };
+
 export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access: ConsoleAccess): void {
-  const assetsDir = deps.assetsDir ?? fileURLToPath(new URL('../../console/', import.meta.url));
-  const assets = loadAssets(assetsDir);
+  const assets = loadAssets(deps.assetsDir ?? fileURLToPath(new URL('../../console/', import.meta.url)));
+  // The static shell and the session carry no data: the admin guard lets them through (admin-app.ts).
   const publicRoute = { config: { public: true } };
 
-  const sendAsset = (request: FastifyRequest, reply: import('fastify').FastifyReply, name: string) => {
-    const asset = assets.get(name);
-    if (!asset) {
-      if (assets.size === 0) {
-        return reply.code(503).type('text/plain; charset=utf-8').send('the console is not built: run `npm run build:console -w packages/server`\n');
-      }
-      return reply.code(404).send({ error: 'not found' });
-    }
-    reply.headers(SECURITY_HEADERS);
-    // Revalidate every time (the files are small and change with each build); 304 when unchanged.
-    reply.header('cache-control', 'no-cache').header('etag', asset.etag);
-    if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
-    return reply.type(asset.type).send(asset.body);
-  };
+  app.get('/', publicRoute, redirectToConsole);
+  app.get('/console', publicRoute, redirectToConsole);
+  app.get('/console/', publicRoute, consoleIndex(assets));
+  app.get<{ Params: { '*': string } }>('/console/*', publicRoute, consoleFile(assets));
 
-  app.get('/', publicRoute, async (_request, reply) => reply.redirect('/console/'));
-  app.get('/console', publicRoute, async (_request, reply) => reply.redirect('/console/'));
-  app.get('/console/', publicRoute, async (request, reply) => sendAsset(request, reply, 'index.html'));
-  app.get<{ Params: { '*': string } }>('/console/*', publicRoute, async (request, reply) => {
+  app.get('/api/session', publicRoute, sessionState(access));
+  app.post<{ Body: { token?: unknown } }>('/api/session', publicRoute, login(access));
+  app.delete('/api/session', publicRoute, logout(access));
+
+  app.get('/api/overview', overview(deps, access));
+  app.get<{ Querystring: { window?: string; step?: string } }>('/api/timeseries', timeseries(deps));
+  app.get('/api/data-sets', dataSetList(deps));
+  app.get<{ Params: { id: string } }>('/api/data-sets/:id', dataSetDetail(deps));
+
+  app.get<{ Querystring: TestEventQuery }>('/api/test-events', testEventList(deps));
+  app.delete('/api/test-events', testEventReset(deps));
+}
+
+// --- the static shell --------------------------------------------------------------------------
+
+async function redirectToConsole(_request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  return reply.redirect('/console/');
+}
+
+function sendAsset(assets: Map<string, Asset>, request: FastifyRequest, reply: FastifyReply, name: string): FastifyReply {
+  const asset = assets.get(name);
+  if (!asset) {
+    if (assets.size === 0) {
+      return reply.code(503).type('text/plain; charset=utf-8').send('the console is not built: run `npm run build:console -w packages/server`\n');
+    }
+    return reply.code(404).send({ error: 'not found' });
+  }
+  reply.headers(SECURITY_HEADERS);
+  // Revalidate every time (the files are small and change with each build); 304 when unchanged.
+  reply.header('cache-control', 'no-cache').header('etag', asset.etag);
+  if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
+  return reply.type(asset.type).send(asset.body);
+}
+
+function consoleIndex(assets: Map<string, Asset>): Handler {
+  return async (request, reply) => sendAsset(assets, request, reply, 'index.html');
+}
+
+function consoleFile(assets: Map<string, Asset>): Handler<{ Params: { '*': string } }> {
+  return async (request, reply) => {
     const name = request.params['*'];
     if (name.includes('..')) return reply.code(404).send({ error: 'not found' });
-    return sendAsset(request, reply, name);
+    return sendAsset(assets, request, reply, name);
+  };
+}
+
+// --- session -------------------------------------------------------------------------------------
+
+const sessionCookie = (value: string, maxAge: number) => `${SESSION_COOKIE}=${value}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=${maxAge}`;
+
+/** GET /api/session only reports the session cookie: it never compares a token (the login does). */
+function sessionState(access: ConsoleAccess): Handler {
+  return async (request) => ({
+    token_required: access.gate.tokenRequired,
+    authenticated: !access.gate.tokenRequired || access.sessions.valid(sessionCookieOf(request)),
   });
+}
 
-  // --- session --------------------------------------------------------------------------------
-  // GET /api/session only reports the session cookie: it never compares a token (the login does).
-  const authenticated = (request: FastifyRequest) => !access.gate.tokenRequired || access.sessions.valid(sessionCookieOf(request));
-  const cookie = (value: string, maxAge: number) =>
-    `${SESSION_COOKIE}=${value}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=${maxAge}`;
-
-  app.get('/api/session', publicRoute, async (request) => ({ token_required: access.gate.tokenRequired, authenticated: authenticated(request) }));
-  app.post<{ Body: { token?: unknown } }>('/api/session', publicRoute, async (request, reply) => {
+function login(access: ConsoleAccess): Handler<{ Body: { token?: unknown } }> {
+  return async (request, reply) => {
     if (!access.gate.tokenRequired) return { token_required: false, authenticated: true };
     const token = request.body && typeof request.body === 'object' ? request.body.token : undefined;
     // Throttled clients are refused before their token is looked at, unless they gave the correct one recently (admin-guard.ts).
@@ -233,17 +272,23 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
       return reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
     }
     const session = access.sessions.create();
-    reply.header('set-cookie', cookie(session.id, session.maxAgeSeconds));
+    reply.header('set-cookie', sessionCookie(session.id, session.maxAgeSeconds));
     return { token_required: true, authenticated: true, expires_in_seconds: session.maxAgeSeconds };
-  });
-  app.delete('/api/session', publicRoute, async (request, reply) => {
-    access.sessions.delete(sessionCookieOf(request));
-    reply.header('set-cookie', cookie('', 0));
-    return { authenticated: false };
-  });
+  };
+}
 
-  // --- figures ------------------------------------------------------------------------------
-  app.get('/api/overview', async () => {
+function logout(access: ConsoleAccess): Handler {
+  return async (request, reply) => {
+    access.sessions.delete(sessionCookieOf(request));
+    reply.header('set-cookie', sessionCookie('', 0));
+    return { authenticated: false };
+  };
+}
+
+// --- figures -------------------------------------------------------------------------------------
+
+function overview(deps: ConsoleDeps, access: ConsoleAccess): Handler {
+  return async () => {
     const readiness = access.readiness();
     const lag = await deps.lag().catch(() => null);
     return {
@@ -256,9 +301,11 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
       consumer_lag: lag ? { records: lag.lag_records, seconds: lag.lag_seconds } : null,
       storage: (await deps.disk?.usage().catch(() => null)) ?? null,
     };
-  });
+  };
+}
 
-  app.get<{ Querystring: { window?: string; step?: string } }>('/api/timeseries', async (request, reply) => {
+function timeseries(deps: ConsoleDeps): Handler<{ Querystring: { window?: string; step?: string } }> {
+  return async (request, reply) => {
     let windowMs: number;
     let stepMs: number;
     try {
@@ -270,53 +317,59 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
     if (windowMs > LIVE_WINDOW_MS || windowMs < 1000) return reply.code(400).send({ error: 'window must be between 1s and 1h' });
     if (stepMs < 1000 || stepMs % 1000 !== 0 || stepMs > windowMs) return reply.code(400).send({ error: 'step must be whole seconds, at most the window' });
     return { env: deps.env, ...deps.live.timeseries(windowMs, stepMs) };
-  });
+  };
+}
 
-  // Today's figures of every data set are read from the stats files; several open consoles share one read.
+/** One data set as the list and the detail page show it: keys (never secrets), grants, limits, policy, today, the last hour. */
+async function dataSetRow(deps: ConsoleDeps, ds: DataSetRecord, keys: readonly KeyRecord[], nowMs: number) {
+  const own = keys.filter((k) => k.dataSets.includes(ds.id));
+  const live = deps.live.dataSet(ds.id, nowMs).last_hour;
+  return {
+    id: ds.id,
+    created_at: isoOrNull(ds.createdAt),
+    policy: {
+      consent: ds.policy.consent,
+      ip: ds.policy.ip,
+      pii_scan: ds.policy.piiScan,
+      max_age_seconds: ds.policy.maxAgeSeconds,
+      // Exact in milliseconds; the seconds figure is kept for older readers (fractional below 1 s).
+      merge_window_ms: ds.policy.mergeWindowMs,
+      merge_window_seconds: ds.policy.mergeWindowMs / 1000,
+      view_retention_ms: ds.policy.viewRetentionMs,
+      version: ds.policy.version,
+    },
+    limits: { rps: ds.limits.rps, burst_rps: ds.limits.burstRps, burst_seconds: ds.limits.burstSeconds, eps: ds.limits.eps },
+    keys: own.map((k) => keyView(k, nowMs)),
+    grants: own.filter((k) => k.revokedAt === null).map((k) => k.keyId),
+    today: todayOf(await deps.stats(ds.id, Math.floor(nowMs / DAY_MS) * DAY_MS)),
+    last_hour: { accepted: live.accepted, rejected: live.rejected, rate_limited: live.rate_limited },
+  };
+}
+
+/** Today's figures of every data set are read from the stats files; several open consoles share one read (1 s). */
+function dataSetList(deps: ConsoleDeps): Handler {
   let listCache: { at: number; value: Promise<unknown> } | null = null;
-  const rowOf = async (ds: DataSetRecord, keys: readonly KeyRecord[], nowMs: number) => {
-    const own = keys.filter((k) => k.dataSets.includes(ds.id));
-    const live = deps.live.dataSet(ds.id, nowMs).last_hour;
-    return {
-      id: ds.id,
-      created_at: isoOrNull(ds.createdAt),
-      policy: {
-        consent: ds.policy.consent,
-        ip: ds.policy.ip,
-        pii_scan: ds.policy.piiScan,
-        max_age_seconds: ds.policy.maxAgeSeconds,
-        // Exact in milliseconds; the seconds figure is kept for older readers (fractional below 1 s).
-        merge_window_ms: ds.policy.mergeWindowMs,
-        merge_window_seconds: ds.policy.mergeWindowMs / 1000,
-        view_retention_ms: ds.policy.viewRetentionMs,
-        version: ds.policy.version,
-      },
-      limits: { rps: ds.limits.rps, burst_rps: ds.limits.burstRps, burst_seconds: ds.limits.burstSeconds, eps: ds.limits.eps },
-      keys: own.map((k) => keyView(k, nowMs)),
-      grants: own.filter((k) => k.revokedAt === null).map((k) => k.keyId),
-      today: todayOf(await deps.stats(ds.id, Math.floor(nowMs / DAY_MS) * DAY_MS)),
-      last_hour: { accepted: live.accepted, rejected: live.rejected, rate_limited: live.rate_limited },
-    };
-  };
-  const dataSetRows = async (nowMs: number) => {
+  const rows = async (nowMs: number) => {
     const [dataSets, keys] = await Promise.all([deps.listDataSets(), deps.listKeys()]);
-    return Promise.all(dataSets.map((ds) => rowOf(ds, keys, nowMs)));
+    return Promise.all(dataSets.map((ds) => dataSetRow(deps, ds, keys, nowMs)));
   };
-
-  app.get('/api/data-sets', async () => {
+  return async () => {
     const now = Date.now();
-    if (!listCache || now - listCache.at > 1000) listCache = { at: now, value: dataSetRows(now) };
+    if (!listCache || now - listCache.at > 1000) listCache = { at: now, value: rows(now) };
     const value = listCache.value;
     value.catch(() => (listCache = null));
     return { env: deps.env, data_sets: await value };
-  });
+  };
+}
 
-  app.get<{ Params: { id: string } }>('/api/data-sets/:id', async (request, reply) => {
+/** One data set: its row, 24 hourly points, the live per-minute series and recent rejections. */
+function dataSetDetail(deps: ConsoleDeps): Handler<{ Params: { id: string } }> {
+  return async (request, reply) => {
     const now = Date.now();
     const [dataSets, keys] = await Promise.all([deps.listDataSets(), deps.listKeys()]);
     const dataSet = dataSets.find((ds) => ds.id === request.params.id);
     if (!dataSet) return reply.code(404).send({ error: `unknown data set ${request.params.id}` });
-    const row = await rowOf(dataSet, keys, now);
+    const row = await dataSetRow(deps, dataSet, keys, now);
     const day = await deps.stats(row.id, now - 23 * 3_600_000);
     const live = deps.live.dataSet(row.id, now);
     return {
@@ -352,33 +405,40 @@ export function registerConsole(app: FastifyInstance, deps: ConsoleDeps, access:
         },
       },
     };
-  });
-
-  const notTestEnvironment = () => {
-    const other = deps.otherEnvironment?.();
-    const where = other === undefined
-      ? 'serve --env test'
-      : other.running
-        ? `running, admin port ${other.admin_port}: http://${other.admin_host === '0.0.0.0' || other.admin_host === '::' || !other.admin_host ? '127.0.0.1' : other.admin_host}:${other.admin_port}/console/`
-        : `serve --env test; its admin port will be ${other.admin_port} unless --admin-port says otherwise`;
-    return {
-      env: deps.env,
-      available: false,
-      reason: `the production console never shows event contents: open the console of the test environment (${where})`,
-    };
   };
+}
 
-  app.get<{ Querystring: { limit?: string; outcome?: string; event_type?: string; since?: string } }>('/api/test-events', async (request, reply) => {
+// --- test events ---------------------------------------------------------------------------------
+
+/** The production console's answer: no event contents, and where the test environment's console is. */
+function notTestEnvironment(deps: ConsoleDeps) {
+  const other = deps.otherEnvironment?.();
+  const where = other === undefined
+    ? 'serve --env test'
+    : other.running
+      ? `running, admin port ${other.admin_port}: http://${other.admin_host === '0.0.0.0' || other.admin_host === '::' || !other.admin_host ? '127.0.0.1' : other.admin_host}:${other.admin_port}/console/`
+      : `serve --env test; its admin port will be ${other.admin_port} unless --admin-port says otherwise`;
+  return {
+    env: deps.env,
+    available: false,
+    reason: `the production console never shows event contents: open the console of the test environment (${where})`,
+  };
+}
+
+function testEventList(deps: ConsoleDeps): Handler<{ Querystring: TestEventQuery }> {
+  return async (request, reply) => {
     const filter = parseTestEventFilter(request.query);
     if (typeof filter === 'string') return reply.code(400).send({ error: filter });
-    if (deps.env !== 'test') return { ...notTestEnvironment(), events: [] };
+    if (deps.env !== 'test') return { ...notTestEnvironment(deps), events: [] };
     return { env: deps.env, available: true, events: deps.live.testEvents(filter) };
-  });
+  };
+}
 
-  app.delete('/api/test-events', async () => {
-    if (deps.env !== 'test') return { ...notTestEnvironment(), removed: 0 };
+function testEventReset(deps: ConsoleDeps): Handler {
+  return async () => {
+    if (deps.env !== 'test') return { ...notTestEnvironment(deps), removed: 0 };
     return { env: deps.env, available: true, removed: deps.live.resetTestEvents() };
-  });
+  };
 }
 
 const OUTCOMES: ReadonlySet<string> = new Set(['accepted', 'rejected', 'failed']);
@@ -386,7 +446,7 @@ const OUTCOMES: ReadonlySet<string> = new Set(['accepted', 'rejected', 'failed']
 export const MAX_TEST_EVENTS_LISTED = 250;
 
 /** The query of GET /api/test-events, or the 400's message. */
-function parseTestEventFilter(query: { limit?: string; outcome?: string; event_type?: string; since?: string }) {
+function parseTestEventFilter(query: TestEventQuery) {
   let limit = MAX_TEST_EVENTS_LISTED;
   if (query.limit !== undefined) {
     const n = Number(query.limit);
@@ -406,10 +466,6 @@ function parseTestEventFilter(query: { limit?: string; outcome?: string; event_t
     sinceMs = /^\d+$/.test(query.since) ? Number(query.since) : Date.parse(query.since);
     if (!Number.isFinite(sinceMs)) return 'since must be an ISO 8601 time or milliseconds since the epoch';
   }
-  return {
-    limit,
-    ...(outcomes ? { outcomes } : {}),
-    ...(query.event_type !== undefined && query.event_type !== '' ? { eventType: query.event_type } : {}),
-    ...(sinceMs !== undefined ? { sinceMs } : {}),
-  };
+  // Absent filters are undefined: LiveStore.testEvents skips them.
+  return { limit, outcomes, eventType: query.event_type === '' ? undefined : query.event_type, sinceMs };
 }

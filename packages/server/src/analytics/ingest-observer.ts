@@ -8,7 +8,7 @@
  * never shows event contents. `requestFailed` is called, under the same condition, for a request
  * answered as a whole with an error (observability/request-failure.ts says what is kept of it).
  */
-import type { EventPolicyMeta } from '../validation/event-check.js';
+import type { EventPolicyMeta } from '../events/event-outcome.js';
 import type { RejectionReason } from '../observability/service-metrics.js';
 import type { ObservedFailure } from '../observability/request-failure.js';
 

@@ -120,7 +120,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         maxPendingHandshakes: Math.floor(parsePositive(opts.maxPendingHandshakes)),
         bodyIdleTimeoutMs: parseDurationMs(opts.bodyIdleTimeout),
         minBodyBytesPerSecond: opts.minBodyRate === '0' ? 0 : Math.round(parsePositive(opts.minBodyRate) * 1024),
-        ...(opts.proxyProtocol !== undefined ? { proxyProtocolFrom: parseProxyProtocolOption(opts.proxyProtocol) } : {}),
+        proxyProtocolFrom: opts.proxyProtocol === undefined ? undefined : parseProxyProtocolOption(opts.proxyProtocol),
       };
       // The signal handlers come first: a SIGTERM that arrives before `process.once` is called kills
       // the process by the signal (Node installs no OS handler until then), and a supervisor or test

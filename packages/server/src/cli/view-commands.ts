@@ -122,8 +122,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       });
       ctx.keepAlive(
         runViewWorker({
-          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs, viewRetentionEveryMs, viewHotLinks,
-          ...(viewPartitions !== undefined ? { viewPartitions } : {}),
+          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs, viewRetentionEveryMs, viewPartitions, viewHotLinks,
         }).finally(() => logger.flush()),
       );
     });

@@ -10,26 +10,18 @@
 import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry } from 'prom-client';
 import type { ServeConfig } from '../config.js';
-import type { IssuedKey } from '../control/control-plane.js';
-import { createLogger, type Logger } from '../observability/logger.js';
+import { createLogger } from '../observability/logger.js';
 import { LeaseAuthority } from '../rate-limit/lease-authority.js';
 import type { LeaseRequest, LeaseReturn } from '../rate-limit/lease-protocol.js';
 import { LocalRateLimiter } from '../rate-limit/local-rate-limiter.js';
 import { StatsReader } from '../analytics/stats-reader.js';
 import { LiveStore } from '../observability/live-store.js';
-import { announceListening, buildNodeAdmin, closeOnce, openNode } from '../serving-node.js';
+import { abandonStart, announceListening, buildNodeAdmin, openNode, startedNode, type RunningNode } from '../serving-node.js';
 import { DiskMonitor } from '../lifecycle/disk-usage.js';
 import { listenFailure } from '../http/listen-failure.js';
 import { encodeWorkerConfig, WORKER_CONFIG_ENV, type WorkerMessage } from './cluster-messages.js';
 
-export interface RunningNode {
-  readonly port: number;
-  readonly adminPort: number;
-  readonly certFile: string;
-  readonly demoKey: IssuedKey | null;
-  readonly logger: Logger;
-  close(): Promise<void>;
-}
+export type { RunningNode } from '../serving-node.js';
 
 interface WorkerState {
   port: number | null;
@@ -40,7 +32,8 @@ interface WorkerState {
 export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
   const logger = createLogger({ level: config.logLevel });
   // Once for the node, before any worker starts: migrations, the master-key check, demo, TLS.
-  const { storage, controlPlane, tls, demoKey } = await openNode(config, logger, { role: 'node', poolSize: 2 });
+  const node = await openNode(config, logger, { role: 'node', poolSize: 2 });
+  const { storage, controlPlane } = node;
 
   const authority = new LeaseAuthority(new LocalRateLimiter());
   const states = new Map<Worker, WorkerState>();
@@ -167,22 +160,9 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
       cluster.on('message', check);
     });
   } catch (error) {
-    await release().catch(() => undefined); // the start's error is the one to report
-    logger.flush();
-    throw error;
+    return abandonStart(error, release, logger); // the start's error is the one to report
   }
   announceListening(logger, { env: config.env, port, admin_port: adminPort, host: config.host, workers: config.workers }, { config, port, adminPort });
 
-  return {
-    port,
-    adminPort,
-    certFile: tls.certFile,
-    demoKey,
-    logger,
-    close: closeOnce(async () => {
-      await release();
-      logger.info('ecapi-ingest stopped');
-      logger.flush();
-    }),
-  };
+  return startedNode(node, logger, { port, adminPort }, release, true);
 }

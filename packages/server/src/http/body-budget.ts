@@ -13,7 +13,7 @@
  *
  * Rules:
  * - A request reserves its declared Content-Length, or CHUNKED_RESERVATION when it has none, when
- *   the first bytes of its body arrive (http/public-server.ts): a request that sends only its head
+ *   the first bytes of its body arrive (http/body-reader.ts): a request that sends only its head
  *   reserves nothing, however large the length it declares (issue 16: 40 such requests used to
  *   hold the whole budget and stall every sender for 30 s). A chunked body that grows past its
  *   reservation is counted as it grows but never paused midway (pausing a half-read body would

@@ -1,6 +1,6 @@
 /**
  * The sweep that drops request bodies which stall or crawl (and HTTP/2 streams past the request
- * timeout), for public-server.ts.
+ * timeout), for public-server.ts (each BodyReader, body-reader.ts, is a BodyWatch).
  *
  * Why a sweep: one interval every SWEEP_MS checks every body under way, so a request costs one
  * BodyWatch object and no timer of its own (a timer per request would be an allocation and a

@@ -6,9 +6,10 @@
  * Order (cheap and unauthenticated checks first):
  *   bearer -> key/data-set/signature headers -> key -> HMAC -> Content-Type / Accept
  *   -> grant for X-Service-Data-Set -> parse -> every event's data_set_id authorized (else 401 whole)
- *   -> per event: data_set_id equals header, schema + rules + privacy policy -> durable append.
+ *   -> per event: data_set_id equals header, then the processor's two steps (schema + rules,
+ *      then privacy policy) -> durable append.
  *
- * Before the body is read, http/public-server.ts has already answered, with the same statuses and
+ * Before the body is read, http/head-refusal.ts has already answered, with the same statuses and
  * messages, what needs no body (Host, gateway, Content-Length, body codings, and through
  * refusalBeforeBody the Bearer, header and key checks up to the HMAC): repeating them here keeps
  * this function complete on its own and costs a few header lookups.
@@ -17,7 +18,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { EventErrors, QueueUnavailableError, RequestError, requestError } from '../errors.js';
 import { authenticate, isAuthorized, isBearer } from '../auth/request-authenticator.js';
 import type { CredentialSnapshot } from '../control/control-plane.js';
-import type { EventCheckContext, EventProcessor, EventPolicyMeta, EventRejection } from '../validation/event-check.js';
+import type { EventPolicyMeta, EventRejection } from '../events/event-outcome.js';
+import type { EventCheckContext, EventProcessor } from '../validation/event-check.js';
 import type { EventQueue } from '../queue/event-queue.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
 import { rejectionReasonOf } from '../observability/service-metrics.js';

@@ -3,20 +3,18 @@
  * through ALPN (the TLS server, its timeouts and connection tracking: public-tls-server.ts).
  *
  * Bare node:http2 (with allowHTTP1), no framework, by measured choice: this is the hot path.
- * buildServer() returns a server that is not listening; the caller listens and closes.
+ * buildServer() returns a server that is not listening; the caller listens and closes. It only
+ * wires the steps of a request together, each in its own module:
+ *   head-refusal.ts   the request head judged before any body byte is read or budgeted (Host, the
+ *                     gateway, pre-auth shedding, Content-Length, body coding, what authentication
+ *                     refuses without the body); such an answer ends the exchange (early-answer.ts);
+ *   body-reader.ts    the body, under the body budget (body-budget.ts) and the sweep (body-sweep.ts);
+ *   events-request.ts the spec's checks of (headers, body) and the queue;
+ * and here: the answer (X-Request-Id, log line, metrics), trust of a connection that passed the
+ * HMAC, and shutdown. The threat model and every bound: docs/SECURITY.md.
  *
- * Hazards handled here (the threat model and every bound: docs/SECURITY.md):
- * - The request head is judged before any body byte is read or budgeted: no Host (HTTP/1.1) or
- *   :authority (HTTP/2), the gateway, pre-auth shedding, Content-Length over the limit, a body
- *   coding we would not decode, and everything authentication can refuse without the body (Bearer,
- *   missing or malformed headers, unknown or revoked key), with the same answers and in the same
- *   order as after the body. Such an answer ends the exchange (early-answer.ts).
- * - Bodies: the body budget (body-budget.ts) is reserved when the first body bytes arrive, never
- *   for a head alone (a body already whole in memory never waits); connections that have not yet
- *   authenticated a request share a quarter of it. A body must keep arriving (body-sweep.ts: one
- *   sweep, no timer per request). A chunked body is counted as it streams and refused the moment
- *   it passes 1 MiB.
- * - Per request: the closures below and one BodyWatch, nothing more; helpers of other modules are
+ * Hazards handled here:
+ * - Per request: one BodyReader and the closures below, nothing more; helpers of other modules are
  *   called only on early answers and once per sweep.
  * - Shutdown: HTTP/2 sessions get GOAWAY and finish their streams; HTTP/1.1 connections end when
  *   idle, busy ones after their response (which then carries Connection: close).
@@ -26,19 +24,18 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { randomUUID } from 'node:crypto';
-import { HEADER_KEY_ID, HEADER_REQUEST_ID, MAX_BODY_BYTES } from '@ecapi-ingest/protocol';
+import { HEADER_KEY_ID, HEADER_REQUEST_ID } from '@ecapi-ingest/protocol';
 import { requestLineWriter, type Logger } from '../observability/logger.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
-import { type RequestError, requestError } from '../errors.js';
-import { gatewayAnswer, pathOf } from './gateway.js';
+import { requestError } from '../errors.js';
 import type { FailedAuthShedder } from '../rate-limit/failed-auth-shedder.js';
-import { refusalBeforeBody } from '../auth/request-authenticator.js';
-import { BodyBudget, CHUNKED_RESERVATION, type BodyReservation } from './body-budget.js';
-import { bodyEncodingRefusal } from './media-types.js';
+import { BodyBudget } from './body-budget.js';
 import { handleEventsRequest, requestErrorOutcome, type EventsOutcome, type EventsRequestDeps } from './events-request.js';
 import { clientAddressOf, createPublicTlsServer, type PublicServerConfig } from './public-tls-server.js';
 import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_MIN_BODY_BYTES_PER_SECOND, SWEEP_MS, sweepBodies, type BodySweepLimits, type BodyWatch } from './body-sweep.js';
 import { closeAfterResponse } from './early-answer.js';
+import { headRefusal } from './head-refusal.js';
+import { BodyReader, type ReaderHost } from './body-reader.js';
 
 export type { PublicServerConfig } from './public-tls-server.js';
 
@@ -47,10 +44,6 @@ export interface PublicServerDeps extends EventsRequestDeps {
   readonly metrics: ServiceMetrics;
   readonly failedAuth: FailedAuthShedder;
 }
-
-/** Bodies declared at least this large are read into one preallocated buffer. */
-const PREALLOCATE_FROM = 16 * 1024;
-const EMPTY_BODY = Buffer.alloc(0);
 
 type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
@@ -72,11 +65,6 @@ function send(res: Response, status: number, body: string, requestId: string, ex
   res.end(body);
 }
 
-function missingHost(req: Request): boolean {
-  const headers = req.headers;
-  return headers.host === undefined && ('stream' in req ? headers[':authority'] === undefined : true);
-}
-
 export function buildServer(config: PublicServerConfig, deps: PublicServerDeps): PublicServer {
   const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
   const bodyIdleTimeoutMs = config.bodyIdleTimeoutMs ?? DEFAULT_BODY_IDLE_TIMEOUT_MS;
@@ -89,15 +77,15 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   const closing = new WeakSet<Socket>();
   /** Connections (HTTP/1.1 sockets, HTTP/2 sessions) on which a request passed the HMAC check. */
   const trusted = new WeakSet<object>();
-  const watched = new Set<BodyWatch>();
-  let clock = performance.now();
+  /** What every BodyReader shares: the budget, the sweep's set and its coarse clock. */
+  const readers: ReaderHost = { clock: performance.now(), budget: bodyBudget, watched: new Set<BodyWatch>() };
   let shuttingDown = false;
 
   /** Drops requests whose body stalls or crawls (and HTTP/2 streams past the request timeout). */
   const sweepLimits: BodySweepLimits = { requestTimeoutMs, bodyIdleTimeoutMs, minBodyBytesPerSecond };
   const sweep = setInterval(() => {
-    clock = performance.now();
-    sweepBodies(watched, clock, sweepLimits, deps.logger, deps.failedAuth);
+    readers.clock = performance.now();
+    sweepBodies(readers.watched, readers.clock, sweepLimits, deps.logger, deps.failedAuth);
   }, SWEEP_MS);
   sweep.unref();
   server.on('close', () => clearInterval(sweep));
@@ -164,194 +152,42 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     const trustedConnection = connection !== undefined && trusted.has(connection);
     if (socket) active.set(socket, (active.get(socket) ?? 0) + 1);
 
-    /** Answers from the request head alone: the body is not read and the exchange ends. */
-    const refuse = (error: RequestError, extra?: Record<string, string>): void => {
-      closeAfterResponse(req, res, closing);
-      finish(req, res, requestId, started, requestErrorOutcome(error), extra);
-    };
-
-    if (missingHost(req)) {
-      res.on('close', () => exchangeClosed(socket, isH2));
-      refuse(requestError('MISSING_HOST'));
-      return;
-    }
-
-    const gateway = gatewayAnswer(req.method ?? '', pathOf(req.url ?? '/'), req.headers.authorization);
-    if (gateway) {
-      res.on('close', () => exchangeClosed(socket, isH2));
-      const extra = gateway.errorType ? { 'x-amzn-errortype': gateway.errorType } : undefined;
-      // The body of a request we don't serve is not read.
-      closeAfterResponse(req, res, closing);
-      finish(req, res, requestId, started, { status: gateway.status, body: gateway.body, accepted: 0, rejected: 0 }, extra);
-      return;
-    }
-
-    // A connection on which a request already passed the HMAC is never shed: other clients of its
-    // address failing must not stop a sender that proved its secret (issue 29).
-    const shedFor = trustedConnection ? 0 : deps.failedAuth.shedSeconds(address, keyId);
-    if (shedFor > 0) {
-      res.on('close', () => exchangeClosed(socket, isH2));
-      deps.metrics.rateLimited.inc({ limit: 'failed_auth' });
-      refuse(requestError('RATE_LIMITED', 'too many failed authentication attempts from this address'), { 'retry-after': String(shedFor) });
-      return;
-    }
-
-    const declared = req.headers['content-length'];
-    if (declared !== undefined && Number(declared) > MAX_BODY_BYTES) {
-      res.on('close', () => exchangeClosed(socket, isH2));
-      refuse(requestError('PAYLOAD_TOO_LARGE'));
-      return;
-    }
-    const encoding = bodyEncodingRefusal(req.headers['content-encoding'], req.headers['transfer-encoding']);
-    if (encoding !== null) {
-      res.on('close', () => exchangeClosed(socket, isH2));
-      refuse(requestError(encoding));
-      return;
-    }
-    const refusal = refusalBeforeBody(req.headers, deps.credentials());
+    const refusal = headRefusal(req, address, keyId, trustedConnection, deps);
     if (refusal !== null) {
       res.on('close', () => exchangeClosed(socket, isH2));
-      if (refusal.status === 401) deps.failedAuth.recordFailure(address, keyId);
-      refuse(refusal);
+      closeAfterResponse(req, res, closing);
+      finish(req, res, requestId, started, refusal.outcome, refusal.headers);
       return;
     }
 
-    // The body. Nothing is reserved until its first bytes arrive (a head alone costs no budget);
-    // then, if the budget has no room, the request pauses (its bytes wait in the socket) until it has.
-    const declaredBytes = Number(declared);
-    const reserved = declared !== undefined && Number.isSafeInteger(declaredBytes) && declaredBytes >= 0 ? declaredBytes : CHUNKED_RESERVATION;
-    const watch: BodyWatch = {
-      req, requestId, address, keyId, untrusted: !trustedConnection,
-      startedAt: clock, lastDataAt: clock, admittedAt: 0, bytes: 0, paused: false, buffered: 0, admitNow: null,
-    };
-    watched.add(watch);
-    let reservation: BodyReservation | null = null;
-    let withdraw: (() => void) | null = null;
-    /** Chunks that came before the budget admitted the request (normally just the first). */
-    let early: Buffer[] | null = null;
-    let whole: Buffer | null = null;
-    let chunks: Buffer[] | null = null;
-    let size = 0;
-    let done = false;
-    let ended = false;
-    let closed = false;
-
-    const stop = (): void => {
-      done = true;
-      watched.delete(watch);
-      req.removeAllListeners('data');
-    };
-    /** Keeps one chunk of an admitted body; false when the body went over the limit (answered). */
-    const take = (chunk: Buffer): boolean => {
-      size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        stop();
-        req.pause();
-        refuse(requestError('PAYLOAD_TOO_LARGE'));
-        return false;
-      }
-      if (size > reserved) reservation!.grow(Math.min(chunk.length, size - reserved));
-      // A large body with a known length is copied straight into one buffer of its own: the
-      // socket's chunks die young instead of living until a final concat (which would hold the
-      // body twice), and the buffer can later be transferred to the queue's writer without a copy.
-      if (whole && size <= whole.length) {
-        chunk.copy(whole, size - chunk.length);
-        return true;
-      }
-      if (whole) {
-        // More than Content-Length said (HTTP/1.1's parser never allows it): keep what came as chunks.
-        chunks = [whole.subarray(0, size - chunk.length)];
-        whole = null;
-      }
-      if (chunks === null) chunks = [chunk];
-      else chunks.push(chunk);
-      return true;
-    };
-    const complete = (): void => {
-      if (done) return;
-      stop();
-      // HTTP/2: a stream reset or a lost connection ends the request too, with a truncated body.
-      if (isH2 && req.stream.destroyed) return;
-      const body = whole ? whole.subarray(0, size) : chunks === null ? EMPTY_BODY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
-      handleEventsRequest(deps, req.headers, body, requestId).then(
-        (outcome) => {
-          // Past the HMAC (the key id is known only then): this connection's sender holds a secret,
-          // and so does this (key id, address) pair.
-          if (outcome.keyId !== undefined) {
-            deps.failedAuth.recordVerified(address, outcome.keyId);
-            if (watch.untrusted && connection !== undefined) trusted.add(connection);
-          }
-          if (outcome.status === 401) deps.failedAuth.recordFailure(address, keyId);
-          finish(req, res, requestId, started, outcome, undefined, body);
-        },
-        (error: unknown) => {
-          deps.logger.error({ request_id: requestId, err: { type: (error as Error)?.name, message: (error as Error)?.message } }, 'request failed');
-          finish(req, res, requestId, started, requestErrorOutcome(requestError('BACKEND_UNAVAILABLE')));
-        },
-      );
-    };
-    const admitted = (granted: BodyReservation): void => {
-      reservation = granted;
-      if (closed || done) {
-        granted.release();
-        return;
-      }
-      const wasPaused = watch.paused;
-      watch.paused = false;
-      watch.admittedAt = clock;
-      watch.lastDataAt = clock;
-      if (reserved >= PREALLOCATE_FROM && declared !== undefined) whole = Buffer.allocUnsafeSlow(reserved);
-      const first = early!;
-      early = null;
-      for (const chunk of first) if (!take(chunk)) return;
-      if (ended) complete();
-      else if (wasPaused) req.resume();
-    };
-
-    req.on('data', (chunk: Buffer) => {
-      if (done) return;
-      watch.bytes += chunk.length;
-      watch.lastDataAt = clock;
-      if (reservation !== null) {
-        take(chunk);
-        return;
-      }
-      if (early !== null) {
-        early.push(chunk);
-        return;
-      }
-      early = [chunk];
-      // The whole body came with its first read (most single events): nothing left to hold back.
-      if (declared !== undefined && chunk.length >= reserved) {
-        admitted(bodyBudget.admitNow(reserved, !watch.untrusted));
-        return;
-      }
-      withdraw = bodyBudget.reserve(reserved, admitted, !watch.untrusted);
-      if (reservation === null) {
-        watch.paused = true;
-        watch.buffered = req.readableLength;
-        watch.admitNow = () => {
-          withdraw?.();
-          withdraw = null;
-          if (reservation === null) admitted(bodyBudget.admitNow(reserved, !watch.untrusted));
-        };
-        req.pause();
-      }
-    });
-    req.on('error', () => stop());
-    req.on('end', () => {
-      if (done) return;
-      if (early !== null) ended = true;
-      else complete();
-    });
+    // The body (body-reader.ts), then the spec's checks of the request (events-request.ts).
+    const reader = new BodyReader(
+      req, requestId, address, keyId, !trustedConnection, readers,
+      (body) => {
+        handleEventsRequest(deps, req.headers, body, requestId).then(
+          (outcome) => {
+            // Past the HMAC (the key id is known only then): this connection's sender holds a secret,
+            // and so does this (key id, address) pair.
+            if (outcome.keyId !== undefined) {
+              deps.failedAuth.recordVerified(address, outcome.keyId);
+              if (!trustedConnection && connection !== undefined) trusted.add(connection);
+            }
+            if (outcome.status === 401) deps.failedAuth.recordFailure(address, keyId);
+            finish(req, res, requestId, started, outcome, undefined, body);
+          },
+          (error: unknown) => {
+            deps.logger.error({ request_id: requestId, err: { type: (error as Error)?.name, message: (error as Error)?.message } }, 'request failed');
+            finish(req, res, requestId, started, requestErrorOutcome(requestError('BACKEND_UNAVAILABLE')));
+          },
+        );
+      },
+      () => {
+        closeAfterResponse(req, res, closing);
+        finish(req, res, requestId, started, requestErrorOutcome(requestError('PAYLOAD_TOO_LARGE')));
+      },
+    );
     res.on('close', () => {
-      closed = true;
-      if (!done) {
-        done = true;
-        watched.delete(watch);
-      }
-      withdraw?.();
-      reservation?.release();
+      reader.closed();
       exchangeClosed(socket, isH2);
     });
   });

@@ -6,7 +6,7 @@
  */
 import type { DataSetPolicy } from '../control/data-set-policy.js';
 import { EventErrors } from '../errors.js';
-import type { EventPolicyMeta, EventRejection } from '../validation/event-check.js';
+import type { EventPolicyMeta, EventRejection } from '../events/event-outcome.js';
 import type { GppDecoded } from './gpp.js';
 import { evaluateConsent } from './gpp.js';
 import { truncateIp } from './ip.js';

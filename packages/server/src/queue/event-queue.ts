@@ -6,7 +6,7 @@
  * accepted and the sender may retry (records merge on (data_set_id, id) downstream).
  * See DESIGN.md beside this file for redelivery and ordering.
  */
-import type { EventPolicyMeta } from '../validation/event-check.js';
+import type { EventPolicyMeta } from '../events/event-outcome.js';
 
 /** The accepted events of one request. All belong to the request's data set. */
 export interface QueueAppend {

@@ -15,7 +15,7 @@
  *   bucket, and a key holder's traffic is untouched by other clients' failures on the same address.
  *   (Key ids are not secrets: a client that knows a verified key id can spend that pair's bucket
  *   and so shed the pair, but then only that pair, and it gains no more than one extra bucket.)
- * - the caller (public-server.ts) also never sheds a connection on which a request already passed
+ * - the caller (http/head-refusal.ts) also never sheds a connection on which a request already passed
  *   the HMAC: that client proved a secret on that very TCP connection.
  * Verified pairs are written only after an HMAC passed, i.e. only by key holders, and are bounded
  * by `maxVerifiedPairs` (oldest evicted first), so pre-authentication traffic cannot grow them.

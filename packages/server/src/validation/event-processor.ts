@@ -1,10 +1,17 @@
 /**
- * The ECAPI 1.0 event processor: validation (steps 3) and privacy policy (step 4) of request
- * handling. createEventProcessor() is called once at startup: it loads the published JSON Schema,
- * compiles it with Ajv once and derives the document-order walker from it. evaluate() is the hot
- * path: no compilation, no I/O, no logging, never throws for any input.
+ * The ECAPI 1.0 event processor: the per-event pipeline of request handling, two steps in order,
+ * each seeing only what the one before accepted:
+ *   step 3, validation (this folder): the ECAPI 1.0 schema and the service's rules;
+ *   step 4, privacy policy (privacy/apply-policy.ts): the data set's consent, plaintext-identifier
+ *     and IP rules, on accepted events only.
+ * Their common outcome (accepted with its policy meta, or one `{code, message}`) is
+ * events/event-outcome.ts, so privacy never imports validation.
  *
- * evaluate():
+ * createEventProcessor() is called once at startup: it loads the published JSON Schema, compiles
+ * it with Ajv once and derives the document-order walker from it. evaluate() is the hot path: no
+ * compilation, no I/O, no logging, never throws for any input.
+ *
+ * Validation (validateEvent below):
  * 1. Fast path (almost every real event): Ajv (allErrors: false) validates types, enums, members
  *    and required fields; then the walker checks only the fields that carry a custom rule
  *    (hash rule, formats, timestamp window, conditional requirements, GPP validity).
@@ -12,7 +19,7 @@
  *    problem as `{code, message}`, the message in the spec's shapes (removing null members, which
  *    mean "absent"); if it finds none, the cleaned event must pass Ajv (a null was Ajv's only
  *    objection).
- * 3. The data set's privacy policy, on accepted events only.
+ * The walker hands the decoded GPP string (WalkFindings) on to the privacy step.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { ErrorObject, ValidateFunction } from 'ajv';
@@ -20,7 +27,8 @@ import { EventErrors } from '../errors.js';
 import { applyPolicy } from '../privacy/apply-policy.js';
 import { createGppDecoder } from '../privacy/gpp.js';
 import type { GppDecoder } from '../privacy/gpp.js';
-import type { EventCheck, EventCheckContext, EventOutcome, EventProcessor, EventRejection } from './event-check.js';
+import type { EventCheck, EventOutcome, EventRejection } from '../events/event-outcome.js';
+import type { EventCheckContext, EventProcessor } from './event-check.js';
 import { fromJsonPointer, joinPath, loadEventSchema, type JsonSchema } from '@ecapi-ingest/protocol';
 import { buildEventModel } from './schema-model.js';
 import { EventWalker } from './walker.js';
@@ -73,34 +81,43 @@ export function ajvEventError(error: ErrorObject): EventRejection {
   return EventErrors.SCHEMA.error(`${at} ${error.message ?? 'is invalid'}`);
 }
 
+/**
+ * Step 3's verdict on one event: a rejection, or whether the event was changed on the way (the
+ * slow path removes null members in place, so an event that took it and passed was changed).
+ */
+type Validated = EventRejection | boolean;
+
 export function createEventProcessor(options: EventProcessorOptions = {}): EventProcessor {
   const schema = options.schema ?? loadEventSchema();
   const validate = compileEventSchema(schema);
   const walker = new EventWalker(buildEventModel(schema), options.gppDecoder ?? createGppDecoder());
 
-  const evaluate = (event: unknown, context: EventCheckContext): EventOutcome => {
-    const findings: WalkFindings = { gpp: undefined };
-    let error: EventRejection | undefined;
-    // The slow path removes null members in place; an event that took it and passed was changed.
-    let slowPath = false;
+  /** Step 3, validation: what it found for step 4 (the decoded GPP string) goes into `findings`. */
+  const validateEvent = (event: unknown, context: EventCheckContext, findings: WalkFindings): Validated => {
     try {
       // Fast path: Ajv accepts and every custom rule passes. Otherwise the walker finds the
       // first problem in document order (removing null members on the way); if it finds none
       // (the event only had nulls Ajv objected to), Ajv checks the cleaned event once more.
-      if (!(validate(event) && walker.rulesPass(event as Record<string, unknown>, context.nowSeconds, context.policy.maxAgeSeconds, findings))) {
-        slowPath = true;
-        error = walker.walk(event, context.nowSeconds, context.policy.maxAgeSeconds, findings);
-        if (error === undefined && !validate(event)) error = ajvEventError(validate.errors![0]!);
-      }
+      if (validate(event) && walker.rulesPass(event as Record<string, unknown>, context.nowSeconds, context.policy.maxAgeSeconds, findings)) return false;
+      const error = walker.walk(event, context.nowSeconds, context.policy.maxAgeSeconds, findings);
+      if (error !== undefined) return error;
+      return validate(event) ? true : ajvEventError(validate.errors![0]!);
     } catch {
       // Defensive: no input may make evaluate() throw (e.g. a getter-laden object from a caller).
-      error = EventErrors.SCHEMA.error('event could not be validated');
+      return EventErrors.SCHEMA.error('event could not be validated');
     }
-    if (error !== undefined) return { ok: false, error };
+  };
+
+  const evaluate = (event: unknown, context: EventCheckContext): EventOutcome => {
+    const findings: WalkFindings = { gpp: undefined };
+    // Step 3: validation.
+    const validated = validateEvent(event, context, findings);
+    if (typeof validated !== 'boolean') return { ok: false, error: validated };
+    // Step 4: privacy policy, on the accepted event (mutated in place: it is owned by the request).
     const accepted = event as Record<string, unknown>;
-    const outcome = applyPolicy(accepted, findings.gpp, context.policy);
-    if (!outcome.ok) return outcome;
-    return { ok: true, event: accepted, meta: outcome.meta, modified: slowPath || outcome.meta !== undefined };
+    const policy = applyPolicy(accepted, findings.gpp, context.policy);
+    if (!policy.ok) return policy;
+    return { ok: true, event: accepted, meta: policy.meta, modified: validated || policy.meta !== undefined };
   };
 
   return {

@@ -13,7 +13,7 @@
  *    position of the member that triggers them: `currency_code` at `value`, `custom_event` at
  *    `event_type`.
  */
-import type { EventRejection } from './event-check.js';
+import type { EventRejection } from '../events/event-outcome.js';
 import { EventErrors } from '../errors.js';
 import type { GppDecoded, GppDecoder } from '../privacy/gpp.js';
 import { IGNORED_SECTION_IDS } from '../privacy/gpp.js';

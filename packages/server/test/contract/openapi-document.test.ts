@@ -1,13 +1,16 @@
 /**
  * The OpenAPI document itself: `redocly lint` (the real CLI, recommended rules) finds no error and
  * no warning; the document is self-contained (every $ref inside it); its Event schema is the
- * protocol package's JSON Schema, inlined (scripts/inline-event-schema.py regenerates it).
+ * protocol package's JSON Schema, inlined (scripts/inline-event-schema.mjs regenerates it, and
+ * writes exactly the committed document).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createRequire } from 'node:module';
-import { loadOpenApi, OPENAPI_PATH, redocly } from '../helpers/openapi.js';
+import { loadOpenApi, OPENAPI_PATH, redocly, SERVER_PACKAGE } from '../helpers/openapi.js';
 
 const document = loadOpenApi();
 
@@ -50,8 +53,14 @@ test('the Event schema and everything it references equal the protocol package\'
   const schema = JSON.parse(readFileSync(require.resolve('@ecapi-ingest/protocol/schema/ecapi-event.schema.json'), 'utf8')) as { $defs: Record<string, unknown> };
   const rewrite = (node: unknown): unknown => JSON.parse(JSON.stringify(node).replace(/"#\/\$defs\//g, '"#/components/schemas/'));
   for (const [name, definition] of Object.entries(schema.$defs)) {
-    assert.deepEqual(document.components.schemas[name], rewrite(definition), `components.schemas.${name} differs from the protocol's $defs.${name}: run scripts/inline-event-schema.py`);
+    assert.deepEqual(document.components.schemas[name], rewrite(definition), `components.schemas.${name} differs from the protocol's $defs.${name}: run scripts/inline-event-schema.mjs`);
   }
+});
+
+test('the inliner (scripts/inline-event-schema.mjs --check) writes exactly the committed document, byte for byte', () => {
+  const run = spawnSync(process.execPath, [join(SERVER_PACKAGE, '..', '..', 'scripts', 'inline-event-schema.mjs'), '--check'], { encoding: 'utf8' });
+  assert.equal(run.status, 0, `${run.stdout}${run.stderr}`);
+  assert.match(run.stdout, /the inlined event schema is current/);
 });
 
 test('the public operation and the admin API are described', () => {

@@ -3,7 +3,7 @@
  * the same id, events without id, shared identifiers that link identities, measurement-only events.
  */
 import { createHash } from 'node:crypto';
-import type { EventPolicyMeta } from '../../src/validation/event-check.js';
+import type { EventPolicyMeta } from '../../src/events/event-outcome.js';
 
 export function prng(seed: number): () => number {
   let a = seed >>> 0;

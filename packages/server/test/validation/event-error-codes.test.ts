@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { EventErrors, eventErrorOf, type EventError, type EventErrorCode } from '@ecapi-ingest/protocol';
 import { DATA_SET_MISMATCH, NOT_AN_OBJECT } from '../../src/http/events-request.js';
 import { ajvEventError, compileEventSchema } from '../../src/validation/event-processor.js';
-import type { EventOutcome } from '../../src/validation/event-check.js';
+import type { EventOutcome } from '../../src/events/event-outcome.js';
 import { rejectionReasonOf } from '../../src/observability/service-metrics.js';
 import { loadEventSchema } from '@ecapi-ingest/protocol';
 import { H1, NOW, TS, gpp, minimal, policy, processor } from './helpers.js';

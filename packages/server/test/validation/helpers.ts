@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { GppModel } from '@iabgpp/cmpapi';
 import { DEFAULT_POLICY } from '../../src/control/data-set-policy.js';
 import type { DataSetPolicy } from '../../src/control/data-set-policy.js';
-import type { EventPolicyMeta } from '../../src/validation/event-check.js';
+import type { EventPolicyMeta } from '../../src/events/event-outcome.js';
 import { createEventProcessor } from '../../src/validation/event-processor.js';
 
 export const NOW = 1_763_700_000; // 2025-11-21T04:40:00Z

@@ -1,0 +1,210 @@
+/**
+ * One request's body, from its first byte to one Buffer, for public-server.ts (after the head
+ * passed: head-refusal.ts). It is also the request's BodyWatch: the one object per request that the
+ * sweep (body-sweep.ts) checks for stalls, so a request costs no timer and no second object.
+ *
+ * States, in order (each only forward):
+ *   waiting   no body byte yet: nothing reserved (a head alone costs no budget);
+ *   early     the first chunks are held while the budget (body-budget.ts) is asked for the
+ *             declared length (CHUNKED_RESERVATION without one); with no room the request is paused
+ *             (its bytes wait in the socket: TCP backpressure) until admitted, or until the sweep
+ *             sees the body whole in memory and admits it at once (admitNow);
+ *   admitted  chunks are kept: a declared length of at least PREALLOCATE_FROM goes straight into one
+ *             buffer of its own (the socket's chunks die young, nothing holds the body twice, and the
+ *             buffer can be transferred to the queue's writer without a copy); smaller or chunked
+ *             bodies as a list, joined once;
+ *   done      the body is whole (onBody, once), went over MAX_BODY_BYTES (onTooLarge, once), the
+ *             request errored, or the response closed. No chunk is looked at after it.
+ *
+ * Invariants:
+ * - The reservation is released exactly once, in closed() (the response's close), however the
+ *   exchange ends; a pending reservation is withdrawn there too.
+ * - The watch leaves the sweep's set as soon as the body is done (a watch left behind would be
+ *   swept after the response, and its connection destroyed).
+ * - A chunked body is counted as it streams and refused the moment it passes MAX_BODY_BYTES; past
+ *   its reservation it grows the reservation (never paused midway).
+ * - Per chunk: a few field updates and, once admitted, one copy at most; no allocation while a
+ *   preallocated body fills. The clock is the server's coarse one (ReaderHost.clock), refreshed by
+ *   the sweep, never performance.now() per chunk.
+ */
+import type { Http2ServerRequest } from 'node:http2';
+import type { IncomingMessage } from 'node:http';
+import { MAX_BODY_BYTES } from '@ecapi-ingest/protocol';
+import { CHUNKED_RESERVATION, type BodyBudget, type BodyReservation } from './body-budget.js';
+import type { BodyWatch } from './body-sweep.js';
+
+/** Bodies declared at least this large are read into one preallocated buffer. */
+const PREALLOCATE_FROM = 16 * 1024;
+const EMPTY_BODY = Buffer.alloc(0);
+
+/** What every reader of one server shares (one object per server). */
+export interface ReaderHost {
+  /** Coarse clock (performance.now() ms): the server's sweep refreshes it, readers only read it. */
+  clock: number;
+  readonly budget: BodyBudget;
+  /** The bodies the sweep watches. */
+  readonly watched: Set<BodyWatch>;
+}
+
+export class BodyReader implements BodyWatch {
+  // The sweep's view (BodyWatch).
+  readonly startedAt: number;
+  lastDataAt: number;
+  admittedAt = 0;
+  bytes = 0;
+  paused = false;
+  buffered = 0;
+  admitNow: (() => void) | null = null;
+
+  /** Content-Length was given. */
+  private readonly declared: boolean;
+  /** Bytes asked of the budget: the declared length, or CHUNKED_RESERVATION. */
+  private readonly reserved: number;
+  private reservation: BodyReservation | null = null;
+  /** Withdraws a reservation still waiting for room. */
+  private withdraw: (() => void) | null = null;
+  /** Chunks that came before the budget admitted the request (normally just the first). */
+  private early: Buffer[] | null = null;
+  /** The preallocated body (a declared length of at least PREALLOCATE_FROM). */
+  private whole: Buffer | null = null;
+  private chunks: Buffer[] | null = null;
+  /** Bytes kept since admission. */
+  private size = 0;
+  private done = false;
+  /** The request ended while its first chunks were held (complete once admitted). */
+  private ended = false;
+  private responseClosed = false;
+
+  constructor(
+    readonly req: IncomingMessage | Http2ServerRequest,
+    readonly requestId: string,
+    readonly address: string,
+    readonly keyId: string | undefined,
+    readonly untrusted: boolean,
+    private readonly host: ReaderHost,
+    /** The whole body (not called when the request ended early: HTTP/2 stream reset). */
+    private readonly onBody: (body: Buffer) => void,
+    /** The body passed MAX_BODY_BYTES: answer; reading has stopped and the request is paused. */
+    private readonly onTooLarge: () => void,
+  ) {
+    this.startedAt = host.clock;
+    this.lastDataAt = host.clock;
+    const declared = req.headers['content-length'];
+    const declaredBytes = Number(declared);
+    this.declared = declared !== undefined;
+    this.reserved = declared !== undefined && Number.isSafeInteger(declaredBytes) && declaredBytes >= 0 ? declaredBytes : CHUNKED_RESERVATION;
+    host.watched.add(this);
+    req.on('data', (chunk: Buffer) => this.data(chunk));
+    req.on('error', () => this.stop());
+    req.on('end', () => this.end());
+  }
+
+  /** The response closed, however the exchange ended: the reservation goes back to the budget. */
+  closed(): void {
+    this.responseClosed = true;
+    if (!this.done) {
+      this.done = true;
+      this.host.watched.delete(this);
+    }
+    this.withdraw?.();
+    this.reservation?.release();
+  }
+
+  private data(chunk: Buffer): void {
+    if (this.done) return;
+    this.bytes += chunk.length;
+    this.lastDataAt = this.host.clock;
+    if (this.reservation !== null) {
+      this.take(chunk);
+      return;
+    }
+    if (this.early !== null) {
+      this.early.push(chunk);
+      return;
+    }
+    this.early = [chunk];
+    const budget = this.host.budget;
+    // The whole body came with its first read (most single events): nothing left to hold back.
+    if (this.declared && chunk.length >= this.reserved) {
+      this.admitted(budget.admitNow(this.reserved, !this.untrusted));
+      return;
+    }
+    this.withdraw = budget.reserve(this.reserved, (granted) => this.admitted(granted), !this.untrusted);
+    if (this.reservation === null) {
+      this.paused = true;
+      this.buffered = this.req.readableLength;
+      this.admitNow = () => {
+        this.withdraw?.();
+        this.withdraw = null;
+        if (this.reservation === null) this.admitted(budget.admitNow(this.reserved, !this.untrusted));
+      };
+      this.req.pause();
+    }
+  }
+
+  private end(): void {
+    if (this.done) return;
+    if (this.early !== null) this.ended = true;
+    else this.complete();
+  }
+
+  private stop(): void {
+    this.done = true;
+    this.host.watched.delete(this);
+    this.req.removeAllListeners('data');
+  }
+
+  private admitted(granted: BodyReservation): void {
+    this.reservation = granted;
+    if (this.responseClosed || this.done) {
+      granted.release();
+      return;
+    }
+    const wasPaused = this.paused;
+    this.paused = false;
+    this.admittedAt = this.host.clock;
+    this.lastDataAt = this.host.clock;
+    if (this.reserved >= PREALLOCATE_FROM && this.declared) this.whole = Buffer.allocUnsafeSlow(this.reserved);
+    const first = this.early!;
+    this.early = null;
+    for (const chunk of first) if (!this.take(chunk)) return;
+    if (this.ended) this.complete();
+    else if (wasPaused) this.req.resume();
+  }
+
+  /** Keeps one chunk of an admitted body; false when the body went over the limit (answered). */
+  private take(chunk: Buffer): boolean {
+    const size = (this.size += chunk.length);
+    if (size > MAX_BODY_BYTES) {
+      this.stop();
+      this.req.pause();
+      this.onTooLarge();
+      return false;
+    }
+    if (size > this.reserved) this.reservation!.grow(Math.min(chunk.length, size - this.reserved));
+    const whole = this.whole;
+    if (whole !== null && size <= whole.length) {
+      chunk.copy(whole, size - chunk.length);
+      return true;
+    }
+    if (whole !== null) {
+      // More than Content-Length said (HTTP/1.1's parser never allows it): keep what came as chunks.
+      this.chunks = [whole.subarray(0, size - chunk.length)];
+      this.whole = null;
+    }
+    if (this.chunks === null) this.chunks = [chunk];
+    else this.chunks.push(chunk);
+    return true;
+  }
+
+  private complete(): void {
+    if (this.done) return;
+    this.stop();
+    // HTTP/2: a stream reset or a lost connection ends the request too, with a truncated body.
+    const req = this.req;
+    if ('stream' in req && req.stream.destroyed) return;
+    const chunks = this.chunks;
+    const body = this.whole !== null ? this.whole.subarray(0, this.size) : chunks === null ? EMPTY_BODY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
+    this.onBody(body);
+  }
+}
