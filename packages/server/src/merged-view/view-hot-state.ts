@@ -27,12 +27,18 @@
  * Bound: at most `maxLinks` links over all data sets of the partition. A link costs ~145 bytes of
  * V8 heap (a ~70-character identifier, the map slot, the identity key string shared by the
  * identity's links; measured: 31 MB after GC for 216,667 links), and the old generation grows with
- * it, so the default 250,000 adds ~100-130 MB to the peak RSS of a partition thread that holds that
- * many (bench/README.md, issue 30, "Hot state"). `worker --view-hot-links 0` turns it off.
+ * it, so a bound of 250,000 adds ~100-130 MB to the peak RSS of a partition thread that holds that
+ * many (bench/README.md, issue 30, "Hot state").
+ *
+ * Off by default (`worker --view-hot-links 0`): the data sets it helps are those small enough to fit
+ * the bound, which are rarely the ones whose CPU per event matters, while the memory is spent by
+ * every node that runs `npm start`; a data set at the scale of issue 30 (a million events, ~1.08
+ * million links) fits no practical bound as a JS Map (959 MB peak RSS at 1.2 million). An operator
+ * with a mid-sized, busy data set and memory to spare turns it on (docs/guides/merged-view.md).
  */
 
-/** Links a partition's consumer may keep in memory by default (`worker --view-hot-links`). */
-export const DEFAULT_HOT_LINKS = 250_000;
+/** Links a partition's consumer may keep in memory by default (`worker --view-hot-links`): none. */
+export const DEFAULT_HOT_LINKS = 0;
 
 /** Most links `worker --view-hot-links` accepts (~1.5 GB of heap per partition thread at that). */
 export const MAX_HOT_LINKS = 10_000_000;
