@@ -9,7 +9,7 @@
  * batched ingest stores them, so most go to the body log), then times the consumer draining the
  * whole backlog from offset 1. The fill is not timed. Prints one JSON line.
  *
- *   node packages/server/dist/bench/consumer-partitions.js [events=1000000] [batch=2000] [--partitions P] [--data-sets 1|2] [--keep-queue DIR]
+ *   node packages/server/dist/bench/consumer-partitions.js [events=1000000] [batch=2000] [--partitions P] [--data-sets 1|2] [--hot-links N] [--keep-queue DIR]
  *
  * --partitions P: view partitions, each applied by a thread of its own, as `worker --view-partitions`
  * (default: the worker's default). The two data sets fall in different partitions for P = 2 and 4.
@@ -17,6 +17,9 @@
  * --data-sets N: the workload over N data sets (default 2); 1 puts every event in one data set
  * (one large sender), which one partition applies whatever P is. The queue kept by --keep-queue
  * is per N (DIR/queue-<N>ds.db).
+ *
+ * --hot-links N: identifier links each partition keeps in memory (`worker --view-hot-links`; 0: none;
+ * default the worker's).
  *
  * --sharded: one data set on every core (issue 30): P record shards by record key and P identity
  * parts by data set, a thread each (consumer/identity-stage-applier.ts); every figure is per queued
@@ -45,6 +48,7 @@ const EVENTS = Number(positional[0] ?? 1_000_000);
 const BATCH = positional[1] !== undefined ? Number(positional[1]) : undefined;
 const KEEP = flag('--keep-queue');
 const PARTITIONS = Number(flag('--partitions') ?? DEFAULT_VIEW_PARTITIONS);
+const HOT_LINKS = flag('--hot-links') !== undefined ? Number(flag('--hot-links')) : undefined;
 /** --sharded: the sharded layout (record shards + identity parts, consumer/identity-stage-applier.ts). */
 const SHARDED = process.argv.includes('--sharded');
 const DATA_SETS = ['ds-a', 'ds-b', 'ds-c', 'ds-d'].slice(0, Number(flag('--data-sets') ?? 2));
@@ -86,7 +90,8 @@ try {
   const first = new SqliteViewStore(viewFile);
   first.fixPartitions(PARTITIONS);
   await first.close();
-  const partitions = new SqlitePartitions({ queueFile, viewFile, partitions: PARTITIONS, batchSize: BATCH ?? DEFAULT_BATCH_SIZE, windows: () => [], sharded: SHARDED });
+  const partitions = new SqlitePartitions({ queueFile, viewFile, partitions: PARTITIONS, batchSize: BATCH ?? DEFAULT_BATCH_SIZE, windows: () => [], sharded: SHARDED,
+    ...(HOT_LINKS !== undefined ? { hotLinks: HOT_LINKS } : {}) });
   const started = performance.now();
   const cpu0 = process.cpuUsage();
   const written0 = writtenBytes();

@@ -26,6 +26,8 @@ export interface ViewWorkerOptions {
   readonly batchSize?: number;
   /** Embedded profile: view partitions applied in parallel, fixed when the view is first consumed. */
   readonly viewPartitions?: number;
+  /** Embedded profile: identifier links each partition keeps in memory (merged-view/view-hot-state.ts). */
+  readonly viewHotLinks?: number;
   readonly pollMs?: number;
   /** Consumed queue records older than this are deleted; 0 keeps everything. */
   readonly retentionMs?: number;
@@ -76,6 +78,7 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
         retentionMs: options.retentionMs,
         retentionEveryMs: options.retentionEveryMs,
         viewPartitions: options.viewPartitions,
+        viewHotLinks: options.viewHotLinks,
         mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
         mergeWindows: () => windows.entries(),
         onTick: () => windows.refresh(),

@@ -9,6 +9,7 @@ import type { StatsDocument, StatsFigures } from '../analytics/stats-document.js
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { runViewWorker } from '../view-worker.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
+import { DEFAULT_HOT_LINKS, MAX_HOT_LINKS } from '../merged-view/view-hot-state.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
 import { parseIdentifier } from './lifecycle-commands.js';
@@ -81,7 +82,12 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       new Option('--view-partitions <n>', 'embedded profile: view partitions (data sets spread over n files, applied by n threads); fixed when the view is first consumed')
         .env('ECAPI_VIEW_PARTITIONS'),
     )
-    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewRetentionEvery: string; viewPartitions?: string }) => {
+    .addOption(
+      new Option('--view-hot-links <n>', 'embedded profile: identifier links each view partition keeps in memory while all of its data set\'s fit (0: none)')
+        .env('ECAPI_VIEW_HOT_LINKS')
+        .default(String(DEFAULT_HOT_LINKS)),
+    )
+    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewRetentionEvery: string; viewPartitions?: string; viewHotLinks: string }) => {
       const g = ctx.globals();
       const batchSize = Number(opts.batchSize);
       if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) throw new CliError(`invalid batch size "${opts.batchSize}"`);
@@ -89,6 +95,8 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       if (viewPartitions !== undefined && (!Number.isInteger(viewPartitions) || viewPartitions < 1 || viewPartitions > MAX_VIEW_PARTITIONS)) {
         throw new CliError(`invalid view partition count "${opts.viewPartitions}" (1 to ${MAX_VIEW_PARTITIONS})`);
       }
+      const viewHotLinks = Number(opts.viewHotLinks);
+      if (!Number.isInteger(viewHotLinks) || viewHotLinks < 0 || viewHotLinks > MAX_HOT_LINKS) throw new CliError(`invalid hot link count "${opts.viewHotLinks}" (0 to ${MAX_HOT_LINKS})`);
       const retentionMs = opts.retention === '0' ? 0 : parseDurationMs(opts.retention);
       const retentionEveryMs = parseDurationMs(opts.retentionEvery);
       const viewRetentionEveryMs = parseDurationMs(opts.viewRetentionEvery);
@@ -114,7 +122,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       });
       ctx.keepAlive(
         runViewWorker({
-          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs, viewRetentionEveryMs, viewPartitions,
+          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs, viewRetentionEveryMs, viewPartitions, viewHotLinks,
         }).finally(() => logger.flush()),
       );
     });

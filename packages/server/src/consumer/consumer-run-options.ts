@@ -16,6 +16,8 @@ export interface ConsumerRunOptions {
   readonly mergeWindows?: () => readonly [string, number][];
   /** Embedded profile: view partitions (threads) when the view is first consumed (default 2). */
   readonly viewPartitions?: number;
+  /** Embedded profile: identifier links each view partition keeps in memory (merged-view/view-hot-state.ts; 0: none). */
+  readonly viewHotLinks?: number;
   /** Every few seconds: refresh merge windows and the like. */
   readonly onTick?: () => Promise<void>;
   /** Queue retention (ms): consumed records older than this are deleted. */

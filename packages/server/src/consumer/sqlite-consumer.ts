@@ -46,6 +46,7 @@ export async function runSqliteConsumer(
     viewFile: files.viewFile,
     partitions,
     batchSize: options.batchSize,
+    ...(options.viewHotLinks !== undefined ? { hotLinks: options.viewHotLinks } : {}),
     windows: options.mergeWindows ?? (() => []),
   });
   // The consumer knows what was applied (the lowest partition offset), so it prunes the queue

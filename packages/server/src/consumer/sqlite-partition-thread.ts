@@ -26,6 +26,8 @@ export interface PartitionThreadData {
   readonly partition: number;
   readonly partitions: number;
   readonly batchSize: number;
+  /** Identifier links kept in memory (merged-view/view-hot-state.ts; 0 or absent: none; data-set partitions only). */
+  readonly hotLinks?: number;
   /**
    * What this thread applies: a data-set partition (default), or, in the sharded layout
    * (identity-stage-applier.ts), record shard `partition` of `partitions` or identity part `partition`.
@@ -42,7 +44,9 @@ const data = workerData as PartitionThreadData;
 const port = parentPort!;
 // Checkpoints are run by the process's main thread (sqlite-view-checkpointer.ts); the automatic one, at
 // 256 MB of WAL, only as a safety net should those stop.
-const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536 });
+// The hot state (identifier links across batches) only where the lifecycle's erasers bump the
+// file's generation: the data-set partitions, not the sharded layout's parts.
+const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536, ...(data.role === undefined || data.role === 'data-sets' ? { hotLinks: data.hotLinks ?? 0 } : {}) });
 const source =
   data.role === 'records'
     ? new SqliteQueueSource(data.queueFile, { acceptRecord: (record) => queuedRecordShard(record, data.partitions) === data.partition })

@@ -10,6 +10,7 @@ import { Worker } from 'node:worker_threads';
 import { lifecycleDbFile, SuppressionList } from '../lifecycle/sqlite-lifecycle-store.js';
 import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
 import { viewPartitionFile, viewShardFile } from '../merged-view/sqlite-view-layout.js';
+import { DEFAULT_HOT_LINKS } from '../merged-view/view-hot-state.js';
 import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import type { PartitionAssignment, PartitionStepper } from './consumer-loop.js';
 import type { PartitionThreadData, PartitionThreadMessage } from './sqlite-partition-thread.js';
@@ -23,6 +24,8 @@ export interface SqlitePartitionsOptions {
   readonly viewFile: string;
   readonly partitions: number;
   readonly batchSize: number;
+  /** Identifier links each partition keeps in memory (merged-view/view-hot-state.ts; 0: none). Default DEFAULT_HOT_LINKS. */
+  readonly hotLinks?: number;
   /** Merge windows by data set (ms). */
   readonly windows: () => readonly [string, number][];
   /**
@@ -128,7 +131,7 @@ class LocalPartition implements PartitionStepper {
   #open(): ViewConsumer {
     if (this.#consumer) return this.#consumer;
     const options = this.#options;
-    this.#store = new SqliteViewStore(options.viewFile);
+    this.#store = new SqliteViewStore(options.viewFile, { hotLinks: options.hotLinks ?? DEFAULT_HOT_LINKS });
     const defaultWindowMs = DEFAULT_POLICY.mergeWindowMs;
     this.#consumer = new ViewConsumer(this.#store, this.#source, {
       batchSize: options.batchSize,
@@ -177,7 +180,10 @@ export class SqlitePartitions implements PartitionAssignment {
         ? [new LocalPartition(options)]
         : Array.from({ length: options.partitions }, (_, partition) =>
             new ThreadPartition(
-              { queueFile: options.queueFile, viewFile: viewPartitionFile(options.viewFile, partition), partition, partitions: options.partitions, batchSize: options.batchSize },
+              {
+                queueFile: options.queueFile, viewFile: viewPartitionFile(options.viewFile, partition), partition, partitions: options.partitions,
+                batchSize: options.batchSize, hotLinks: options.hotLinks ?? DEFAULT_HOT_LINKS,
+              },
               options.windows,
             ));
   }

@@ -5,9 +5,10 @@
  * Who writes: the worker's lifecycle runner (lifecycle-runner.ts), in the worker process, next to
  * the partition's consumer thread. SQLite serializes the two writers; a consumer batch waits for at
  * most one of these transactions (a few hundred rows: milliseconds), and these wait for a batch.
- * This is safe because the consumer loads what a batch touches inside its own write transaction
- * (view-applier.ts): it keeps no view state across batches. A cache of records or identities kept
- * across batches would have to be invalidated by these deletions.
+ * The consumer loads what a batch touches inside its own write transaction (view-applier.ts), and
+ * keeps identifier links in memory across batches (merged-view/view-hot-state.ts): every
+ * transaction here that deletes or changes something bumps the file's generation
+ * (merged-view/view-generation.ts), and the consumer drops what it holds when it moved.
  *
  * Identities: a record's identity is the root of its identity_key (trees are flat). Deleting a
  * record takes one from its root's event_count; an identity whose count reaches zero goes with
@@ -28,6 +29,7 @@ import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { VIEW_JOURNAL_SIZE_LIMIT } from '../merged-view/sqlite-view-store.js';
 import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
+import { GENERATION_SCHEMA, generationStatements } from '../merged-view/view-generation.js';
 
 interface RecordIdentityRow {
   rowid: number;
@@ -53,6 +55,12 @@ const DELETE_CHUNK = 200;
 export class SqliteViewEraser implements ViewEraser {
   readonly #db: Database.Database;
   readonly #s;
+  /**
+   * The file's generation (merged-view/view-generation.ts), bumped in every transaction that deleted
+   * or changed a record, an identity node or a link: the partition's consumer keeps links in memory
+   * across batches and drops them when it moved.
+   */
+  readonly #generation;
 
   constructor(viewFile: string) {
     this.#db = new Database(viewFile, { fileMustExist: true });
@@ -69,6 +77,8 @@ export class SqliteViewEraser implements ViewEraser {
     // Retention reads records by data set and age; the consumer maintains this index from now on.
     this.#db.exec('CREATE INDEX IF NOT EXISTS view_records_expiry ON view_records (data_set_id, last_received_at)');
     this.#db.exec(TALLY_SCHEMA);
+    this.#db.exec(GENERATION_SCHEMA);
+    this.#generation = generationStatements(this.#db);
     const db = this.#db;
     this.#s = {
       expired: db.prepare(
@@ -167,6 +177,7 @@ export class SqliteViewEraser implements ViewEraser {
     this.#db.transaction(() => {
       locked = performance.now(); // BEGIN IMMEDIATE has the write lock now
       for (const row of this.#s.expired.all(dataSetId, cutoffMs, limit) as RecordIdentityRow[]) this.#dropRecord(dataSetId, row, counts);
+      if (counts.records + counts.identities + counts.links > 0) this.#generation.bump();
     }).immediate();
     return { ...counts, heldMs: performance.now() - locked };
   }
@@ -179,6 +190,7 @@ export class SqliteViewEraser implements ViewEraser {
         if (!row || row.first_seq > boundSeq) return; // not in the view, or first queued after the request: not covered
         const gone = this.#s.deleteRecordOf.get(row.rowid, dataSetId, recordKey, boundSeq) as { last_seq: number; event_id: string | null } | undefined;
         if (!gone) return;
+        this.#generation.bump();
         counts.records++;
         if (row.identity_key !== null) {
           const root = this.#rootOf(dataSetId, row.identity_key);
@@ -223,7 +235,10 @@ export class SqliteViewEraser implements ViewEraser {
             }
           }
           // The identity keeps count of its records: it goes (deleteIdentity) once none is left.
-          if (counts.records > 0) this.#s.decrementBy.run(counts.records, dataSetId, identity.root);
+          if (counts.records > 0) {
+            this.#s.decrementBy.run(counts.records, dataSetId, identity.root);
+            this.#generation.bump();
+          }
           this.#addTally(requestId, counts, maxSeq, straddlers);
         }).immediate(),
       );
@@ -241,6 +256,7 @@ export class SqliteViewEraser implements ViewEraser {
         if (!node || node.event_count > 0) return;
         const counts = zeroCounts();
         this.#dropIdentity(dataSetId, root, counts);
+        this.#generation.bump();
         this.#addTally(requestId, counts);
       }).immediate(),
     );

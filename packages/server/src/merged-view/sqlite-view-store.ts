@@ -32,6 +32,8 @@ import {
 } from './view-store.js';
 import { fixViewPartitions, LAYOUT_SCHEMA, recordedViewPartitions } from './sqlite-view-layout.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
+import { GENERATION_SCHEMA, generationStatements } from './view-generation.js';
+import { ViewHotState } from './view-hot-state.js';
 
 export const VIEW_SCHEMA = `
 CREATE TABLE IF NOT EXISTS view_records (
@@ -84,6 +86,7 @@ CREATE TABLE IF NOT EXISTS consumer_offsets (
   next_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
 ${LAYOUT_SCHEMA}
+${GENERATION_SCHEMA}
 CREATE TABLE IF NOT EXISTS consumer_heartbeats (
   consumer TEXT PRIMARY KEY,
   pid INTEGER NOT NULL,
@@ -164,6 +167,14 @@ export class SqliteViewStore implements ViewStore {
   readonly #s;
   readonly #tx: ViewTransaction;
   #inTransaction = false;
+  readonly #generation;
+  /** The consumer's hot state across batches (view-hot-state.ts), or null (readers, tests that ask for none). */
+  readonly #hot: ViewHotState | null;
+  /** What the open transaction wrote that the hot state takes after its COMMIT. */
+  #pendingLinks: IdentifierLink[] = [];
+  #pendingOffset: { consumer: string; nextSeq: number } | null = null;
+  /** The open transaction wrote something: its reads no longer show the committed state alone. */
+  #wrote = false;
 
   /**
    * `autocheckpointPages`: WAL pages after which a commit also checkpoints (default 65,536, 256 MB).
@@ -174,8 +185,10 @@ export class SqliteViewStore implements ViewStore {
    * reopen after a crash reads that much WAL. A partition thread (P > 1) leaves checkpoints to its
    * process's main thread (consumer/sqlite-view-checkpointer.ts) and keeps this one as a safety net.
    */
-  constructor(file: string, options: { autocheckpointPages?: number } = {}) {
+  constructor(file: string, options: { autocheckpointPages?: number; hotLinks?: number } = {}) {
     this.#db = openDatabase(file, VIEW_SCHEMA);
+    this.#generation = generationStatements(this.#db);
+    this.#hot = options.hotLinks !== undefined && options.hotLinks > 0 ? new ViewHotState(options.hotLinks) : null;
     // Page cache per open view file: 16 MB. Lookups of random keys (sha256 identifiers, record ids)
     // miss any cache smaller than the view, and a miss is a read from the OS's file cache: 64 MB
     // per file showed no CPU gain per event against 16 MB and cost ~100 MB of the consumer's RSS
@@ -191,6 +204,7 @@ export class SqliteViewStore implements ViewStore {
       record: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key = ?'),
       records: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key IN (SELECT value FROM json_each(?))'),
       links: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier IN (SELECT value FROM json_each(?))'),
+      allLinks: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? LIMIT ?').raw(),
       nodes: db.prepare('SELECT * FROM identity_nodes WHERE data_set_id = ? AND identity_key IN (SELECT value FROM json_each(?))'),
       upsertRecord: db.prepare(
         `INSERT INTO view_records (data_set_id, record_key, event_id, first_seq, last_seq, first_received_at, last_received_at,
@@ -242,7 +256,11 @@ export class SqliteViewStore implements ViewStore {
     const s = this.#s;
     this.#tx = {
       offset: async (consumer) => (s.offset.get(consumer) as number | undefined) ?? 1,
-      setOffset: async (consumer, nextSeq) => void s.setOffset.run(consumer, nextSeq),
+      setOffset: async (consumer, nextSeq) => {
+        this.#wrote = true;
+        s.setOffset.run(consumer, nextSeq);
+        this.#pendingOffset = { consumer, nextSeq };
+      },
       // Bulk reads: one statement per data set over a JSON array of keys (json_each), the keys
       // sorted so that the B-tree is walked in order. A few statements per batch instead of one
       // call per key.
@@ -255,7 +273,11 @@ export class SqliteViewStore implements ViewStore {
       },
       loadIdentifierLinks: async (pairs) => {
         const out = new Map<string, string>();
-        for (const [dataSetId, identifiers] of byDataSet(pairs, (p) => p.identifier)) {
+        // The hot state answers for the data sets it holds, as long as this transaction wrote nothing
+        // yet (its reads are then the committed state, which is what the hot state holds).
+        const hot = this.#wrote ? null : this.#hot;
+        const asked = hot ? this.#linksFromHot(hot, pairs, out) : pairs;
+        for (const [dataSetId, identifiers] of byDataSet(asked, (p) => p.identifier)) {
           for (const row of s.links.all(dataSetId, JSON.stringify(identifiers)) as { identifier: string; identity_key: string }[]) {
             out.set(pairKey(dataSetId, row.identifier), row.identity_key);
           }
@@ -272,6 +294,7 @@ export class SqliteViewStore implements ViewStore {
       // Records in the order given: a new record's rowid is its place in `events export`'s order
       // of first arrival.
       writeRecords: async (records) => {
+        this.#wrote = true;
         for (const r of records) {
           s.upsertRecord.run(
             r.dataSetId, r.recordKey, r.eventId, r.firstSeq, r.lastSeq, r.firstReceivedAt, r.lastReceivedAt,
@@ -280,14 +303,18 @@ export class SqliteViewStore implements ViewStore {
         }
       },
       writeIdentities: async (nodes) => {
+        this.#wrote = true;
         for (const n of sortedBy(nodes, nodeOrder)) s.upsertNode.run(n.dataSetId, n.identityKey, n.parent, n.createdSeq, n.eventCount, n.identifierCount);
       },
       reparentIdentities: async (moves) => {
+        this.#wrote = true;
         for (const m of moves) s.reparent.run(m.to, m.dataSetId, m.from);
       },
       // Identity rows in key order: consecutive writes land on neighbouring B-tree pages, so each
       // page is fetched and dirtied once in a run rather than at random.
       linkIdentifiers: async (links: readonly IdentifierLink[]) => {
+        this.#wrote = true;
+        if (this.#hot) for (const l of links) this.#pendingLinks.push(l);
         for (const l of sortedBy(links, linkOrder)) s.insertLink.run(l.dataSetId, l.identifier, l.identityKey);
       },
       loadRecordIdentities: async (refs) => {
@@ -301,9 +328,11 @@ export class SqliteViewStore implements ViewStore {
       },
       // In key order, as identity rows (neighbouring B-tree pages in a run).
       writeRecordIdentities: async (rows) => {
+        this.#wrote = true;
         for (const r of sortedBy(rows, recordIdentityOrder)) s.upsertRecordIdentity.run(r.dataSetId, r.recordKey, r.firstReceivedAt, r.identityKey);
       },
       addCounters: async (deltas) => {
+        this.#wrote = true;
         for (const d of deltas) {
           if (d.n === 0) continue;
           // A counter brought back to zero disappears, so the stored state never depends on how
@@ -329,16 +358,76 @@ export class SqliteViewStore implements ViewStore {
     if (this.#inTransaction) throw new Error('view store: nested transaction');
     this.#inTransaction = true;
     this.#db.exec('BEGIN IMMEDIATE');
+    this.#wrote = false;
+    this.#pendingLinks = [];
+    this.#pendingOffset = null;
     try {
+      if (this.#hot) this.#validateHot(this.#hot);
       const result = await work(this.#tx);
       this.#db.exec('COMMIT');
+      if (this.#hot) this.#commitHot(this.#hot);
       return result;
     } catch (error) {
       if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
       throw error;
     } finally {
       this.#inTransaction = false;
+      this.#pendingLinks = [];
+      this.#pendingOffset = null;
     }
+  }
+
+  /**
+   * Under the write lock (no other writer can commit until this transaction ends): the hot state is
+   * kept only if the file's generation is the one it was filled at (no eraser ran) and the offset is
+   * the one this consumer committed last (no other consumer applied batches here).
+   */
+  #validateHot(hot: ViewHotState): void {
+    const generation = this.#generation.read();
+    const committed = hot.committed;
+    const offsetMoved = committed !== null && ((this.#s.offset.get(committed.consumer) as number | undefined) ?? 1) !== committed.nextSeq;
+    if (generation !== hot.generation || offsetMoved) {
+      hot.clear();
+      hot.generation = generation;
+    }
+  }
+
+  /** After COMMIT: what the transaction wrote becomes hot state. */
+  #commitHot(hot: ViewHotState): void {
+    for (const l of this.#pendingLinks) hot.addLink(l.dataSetId, l.identifier, l.identityKey);
+    if (this.#pendingOffset) hot.committed = this.#pendingOffset;
+  }
+
+  /** Answers `pairs` from the hot state into `out`; returns the pairs it cannot answer. */
+  #linksFromHot(hot: ViewHotState, pairs: readonly { dataSetId: string; identifier: string }[], out: Map<string, string>): { dataSetId: string; identifier: string }[] {
+    const asked: { dataSetId: string; identifier: string }[] = [];
+    let lastDataSet: string | null = null;
+    let links: ReadonlyMap<string, string> | undefined;
+    for (const p of pairs) {
+      if (p.dataSetId !== lastDataSet) {
+        lastDataSet = p.dataSetId;
+        links = hot.linksOf(p.dataSetId, (limit) => {
+          const rows = this.#s.allLinks.all(p.dataSetId, limit + 1) as [string, string][];
+          return rows.length > limit ? null : rows;
+        });
+      }
+      if (links === undefined) {
+        asked.push(p);
+        hot.misses++;
+        continue;
+      }
+      // Held completely: a miss is a true absence.
+      const key = links.get(p.identifier);
+      if (key !== undefined) out.set(pairKey(p.dataSetId, p.identifier), key);
+      hot.hits++;
+    }
+    return asked;
+  }
+
+  /** Lookups the hot state answered and passed on to the file, its size, and its full loads (tests; null without hot state). */
+  hotStats(): { hits: number; misses: number; links: number; loads: number; loaded: number } | null {
+    const hot = this.#hot;
+    return hot ? { hits: hot.hits, misses: hot.misses, links: hot.size, loads: hot.loads, loaded: hot.loaded } : null;
   }
 
   async offset(consumer: string): Promise<number> {

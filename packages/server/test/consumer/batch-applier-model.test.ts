@@ -5,7 +5,13 @@
  * batch sizes, 1, 2 or 4 partitions stepped in a random interleaving, and batches that fail before
  * their commit (and are applied again), must give, read through the partitioned view, what a
  * naive record-at-a-time reference of docs/guides/merged-view.md's rules gives (test/helpers/reference-view.ts):
- * every merged record, every identity key, every counter.
+ * every merged record, every identity key, every counter. The stores keep their hot state across
+ * batches (merged-view/view-hot-state.ts) with random bounds (evictions included).
+ *
+ * Another property checks that the hot state is transparent when the file changes under it: the
+ * lifecycle's erasers (lifecycle/sqlite-view-eraser.ts: a record deleted, an identity forgotten,
+ * retention) run on their own connection between random batches, batches roll back, and the view
+ * of a consumer keeping hot state must equal, table by table, that of one keeping none.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,6 +28,9 @@ import { PartitionedViewStore } from '../../src/merged-view/partitioned-view-sto
 import type { ViewStore } from '../../src/merged-view/view-store.js';
 import type { QueueRecord } from '../../src/queue/event-queue.js';
 import { ReferenceView } from '../helpers/reference-view.js';
+import { SqliteViewEraser } from '../../src/lifecycle/sqlite-view-eraser.js';
+import { identifiersOf, normalizeEvent } from '../../src/merged-view/identity.js';
+import Database from 'better-sqlite3';
 import { tempDataDir } from '../helpers/server-process.js';
 
 const HOUR = 3_600_000;
@@ -222,10 +231,11 @@ test('batch applier = record-at-a-time reference, whatever the batch size, parti
       fc.array(fc.boolean(), { maxLength: 6 }),
       fc.constantFrom(1, 2, 4),
       fc.array(fc.nat(3), { maxLength: 8 }),
-      async (items, batchSize, failures, partitions, schedule) => {
+      fc.constantFrom(0, 1, 3, 10, 100_000),
+      async (items, batchSize, failures, partitions, schedule, hotLinks) => {
         const records = toQueue(items);
         const n = run++;
-        const stores = Array.from({ length: partitions }, (_, p) => new SqliteViewStore(join(dir, `view-${n}-p${p}.db`)));
+        const stores = Array.from({ length: partitions }, (_, p) => new SqliteViewStore(join(dir, `view-${n}-p${p}.db`), { hotLinks }));
         const view = new PartitionedViewStore(stores);
         try {
           await applyAll(stores, records, batchSize, failures, schedule);
@@ -289,4 +299,116 @@ test('sharded layout (record shards + identity stage) = record-at-a-time referen
       ]],
     },
   );
+});
+
+/** Every row of the view's tables, in key order (rowids included: they are `events export`'s order). */
+function dumpView(file: string): Record<string, unknown[]> {
+  const db = new Database(file, { readonly: true });
+  try {
+    return {
+      records: db.prepare('SELECT rowid, * FROM view_records ORDER BY data_set_id, record_key').all(),
+      nodes: db.prepare('SELECT * FROM identity_nodes ORDER BY data_set_id, identity_key').all(),
+      links: db.prepare('SELECT * FROM identity_identifiers ORDER BY data_set_id, identifier').all(),
+      counters: db.prepare('SELECT * FROM view_counters ORDER BY data_set_id, hour, name').all(),
+      offsets: db.prepare('SELECT * FROM consumer_offsets ORDER BY consumer').all(),
+    };
+  } finally {
+    db.close();
+  }
+}
+
+const lifecycleOp = fc.record({
+  /** Before which step of the consumers it runs. */
+  atStep: fc.nat(15),
+  kind: fc.constantFrom('delete-record', 'forget-identity', 'retention'),
+  /** Which applied record names the target (its key, or its first identifier). */
+  pick: fc.nat(),
+});
+
+/** One lifecycle change on a view file, through the real eraser (its own connection). */
+async function runLifecycleOp(eraser: SqliteViewEraser, op: { kind: string; pick: number }, records: readonly QueueRecord[], requestId: number): Promise<void> {
+  const bound = eraser.offset() - 1;
+  if (bound === 0) return;
+  const record = records[op.pick % bound]!;
+  const dataSetId = record.data_set_id;
+  if (op.kind === 'retention') {
+    await eraser.expire(dataSetId, record.received_at, 1000);
+  } else if (op.kind === 'delete-record') {
+    const id = (record.event as { id?: string }).id;
+    await eraser.deleteRecord(requestId, dataSetId, id !== undefined ? `id:${id}` : `seq:${record.seq}`, bound);
+  } else {
+    const identifier = identifiersOf(normalizeEvent(record.event))[0];
+    if (identifier === undefined) return;
+    const identity = await eraser.findIdentity(dataSetId, { identifier });
+    if (!identity) return;
+    let after: number | null = 0;
+    while (after !== null) ({ next: after } = await eraser.deleteIdentityRecords(requestId, dataSetId, { root: identity.root, keys: new Set(identity.keys) }, bound, after, 1000));
+    await eraser.deleteIdentity(requestId, dataSetId, identity.root);
+  }
+}
+
+test('hot state is transparent: erasers between batches and rolled-back batches give the view of a consumer without hot state', { timeout: 300_000 }, async () => {
+  const dir = tempDataDir('ecapi-model-hot-');
+  let run = 0;
+  /** Lookups the hot state answered, and its full loads (after a start or a clear), over all runs: the property must not hold vacuously. */
+  let hits = 0;
+  let loads = 0;
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(queuedEvent, { minLength: 1, maxLength: 60 }),
+      fc.integer({ min: 1, max: 12 }),
+      fc.array(fc.boolean(), { maxLength: 8 }),
+      fc.constantFrom(1, 4, 100_000),
+      fc.array(lifecycleOp, { maxLength: 8 }),
+      async (items, batchSize, failures, hotLinks, ops) => {
+        const records = toQueue(items);
+        const n = run++;
+        const files = [join(dir, `hot-${n}.db`), join(dir, `cold-${n}.db`)] as const;
+        const hot = new SqliteViewStore(files[0], { hotLinks });
+        const cold = new SqliteViewStore(files[1]);
+        const erasers = files.map((file) => new SqliteViewEraser(file));
+        let f = 0;
+        const failNext = () => f < failures.length && failures[f++] === true;
+        const source = () => new PartitionSource(records, () => true);
+        // After a rolled-back batch both consumers go on with other batch sizes (a restarted worker
+        // with another --batch-size): the batch applied again is not the one rolled back, so what the
+        // rolled-back attempt would have linked must not be in the hot state.
+        const consumers = (size: number) => [
+          new ViewConsumer(failingStore(hot, failNext), source(), { batchSize: size, mergeWindowMs: windowMs }),
+          new ViewConsumer(cold, source(), { batchSize: size, mergeWindowMs: windowMs }),
+        ] as const;
+        let [hotConsumer, coldConsumer] = consumers(batchSize);
+        let retries = 0;
+        try {
+          // Both consumers are at the same offset at the start of every step: an operation runs on
+          // both files at the same point of the queue.
+          for (let step = 0, requestId = 1; ; step++) {
+            assert.ok(step < 10_000, 'consumers did not finish');
+            for (const op of ops) if (op.atStep === step) for (const eraser of erasers) await runLifecycleOp(eraser, op, records, requestId++);
+            let result;
+            try {
+              result = await hotConsumer.step();
+            } catch {
+              // Rolled back before its commit: both go on from the same offset with another batch size.
+              [hotConsumer, coldConsumer] = consumers(1 + ((batchSize + ++retries) % 12));
+              continue;
+            }
+            const coldResult = await coldConsumer.step();
+            assert.equal(result.nextSeq, coldResult.nextSeq);
+            if (!result.moved) break;
+          }
+          assert.deepEqual(dumpView(files[0]), dumpView(files[1]));
+          const stats = hot.hotStats()!;
+          hits += stats.hits;
+          loads += stats.loads;
+        } finally {
+          for (const eraser of erasers) eraser.close();
+          await hot.close();
+          await cold.close();
+        }
+      },
+    ),
+    { numRuns: Number(process.env.MODEL_RUNS ?? 150) },
+  );
+  assert.ok(hits > 0 && loads > run, `the hot state answered ${hits} lookups and loaded ${loads} times over ${run} runs`);
 });
