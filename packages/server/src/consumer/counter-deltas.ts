@@ -36,6 +36,18 @@ export class CounterDeltas {
   }
 
   /** The non-zero deltas. */
+  /**
+   * Per key a batch touched: the stored record's contribution taken away (if it was stored) and the
+   * batch's final record's added.
+   */
+  addReplaced(current: ReadonlyMap<string, MergedRecord>, stored: ReadonlyMap<string, MergedRecord>): void {
+    for (const [pk, next] of current) {
+      const before = stored.get(pk);
+      if (before) this.addRecord(before, -1);
+      this.addRecord(next, 1);
+    }
+  }
+
   deltas(): DataSetCounterDelta[] {
     const out: DataSetCounterDelta[] = [];
     for (const [dataSetId, hours] of this.#byDataSet) {

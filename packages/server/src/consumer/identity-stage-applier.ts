@@ -66,7 +66,7 @@ import { pairKey, type IdentityNode, type RecordIdentity, type RecordRef, type V
 import type { QueueRecord } from '../queue/event-queue.js';
 import { prepareRecords } from './batch-loading.js';
 import { IdentityForest } from './identity-forest.js';
-import type { ApplyOptions, BatchResult } from './view-applier.js';
+import { mergeWindowOf, type ApplyOptions, type BatchResult } from './view-applier.js';
 
 /** Keys wanted, per data set, deduplicated. */
 function pairsByDataSet<T>(add: (want: (dataSetId: string, key: string) => void) => void, make: (dataSetId: string, key: string) => T): T[] {
@@ -122,10 +122,8 @@ export async function applyIdentityStage(tx: ViewTransaction, records: readonly 
     const dataSetId = record.data_set_id;
     if (options.suppressed?.(dataSetId, p.identifiers)) continue;
     const existing = current.get(p.pk) ?? stored.get(p.pk);
-    let windowMs = windows.get(dataSetId);
-    if (windowMs === undefined) windows.set(dataSetId, (windowMs = options.mergeWindowMs(dataSetId)));
     // record-merge.ts mergeStep's rule, on the stage's own first_received_at.
-    if (existing && record.received_at - existing.firstReceivedAt > windowMs) {
+    if (existing && record.received_at - existing.firstReceivedAt > mergeWindowOf(options, windows, dataSetId)) {
       discarded++;
       continue;
     }

@@ -5,7 +5,7 @@
  * all: the shard's records keep `identity_key` NULL; a record's identity lives in the identity
  * stage's `record_identities` and reads join them (merged-view/sharded-view-store.ts).
  *
- * Exactly view-applier.ts's merge and counter parts (record-merge.ts, counter-deltas.ts), per record
+ * Exactly view-applier.ts's merge and counter parts (its countedMergeStep), per record
  * in queue order; the rules touch one key at a time (merge, merge window) or add integers
  * (counters), so a shard applying its own keys in queue order gives each of its records and each
  * counter's share exactly what one applier over the whole queue gives.
@@ -14,13 +14,11 @@
  * identity stage (both from the queue and their own state). They agree as long as both see the
  * same window and suppression list for the record (see identity-stage-applier.ts, "Decisions").
  */
-import { hourOf } from '../model/hourly-counters.js';
 import type { MergedRecord, RecordRef, ViewTransaction } from '../merged-view/view-store.js';
 import type { QueueRecord } from '../queue/event-queue.js';
 import { prepareRecords } from './batch-loading.js';
 import { CounterDeltas } from './counter-deltas.js';
-import { mergeStep } from './record-merge.js';
-import type { ApplyOptions, BatchResult } from './view-applier.js';
+import { countedMergeStep, type ApplyOptions, type BatchResult, type MergeCounts } from './view-applier.js';
 
 export async function applyRecordShard(tx: ViewTransaction, records: readonly QueueRecord[], options: ApplyOptions): Promise<BatchResult> {
   const prepared = prepareRecords(records);
@@ -35,41 +33,13 @@ export async function applyRecordShard(tx: ViewTransaction, records: readonly Qu
   const counters = new CounterDeltas();
   const current = new Map<string, MergedRecord>();
   const windows = new Map<string, number>();
-  let created = 0;
-  let merged = 0;
-  let discarded = 0;
-
+  const counts: MergeCounts = { created: 0, merged: 0, discarded: 0 };
   for (const p of prepared) {
-    const { record } = p;
-    const dataSetId = record.data_set_id;
-    const existing = current.get(p.pk) ?? stored.get(p.pk);
-    const arrivalHour = hourOf(record.received_at);
-    counters.add(dataSetId, arrivalHour, 'received', 1);
-    if (options.suppressed?.(dataSetId, p.identifiers)) {
-      counters.add(dataSetId, arrivalHour, 'suppressed', 1);
-      continue;
-    }
-    let windowMs = windows.get(dataSetId);
-    if (windowMs === undefined) windows.set(dataSetId, (windowMs = options.mergeWindowMs(dataSetId)));
-    const step = mergeStep(existing, p, windowMs);
-    if (step.discarded) {
-      counters.add(dataSetId, arrivalHour, 'discarded', 1);
-      discarded++;
-      continue;
-    }
-    if (existing) {
-      counters.add(dataSetId, arrivalHour, 'merged', 1);
-      merged++;
-    } else created++;
-    current.set(p.pk, step.record);
+    const step = countedMergeStep(p, current.get(p.pk) ?? stored.get(p.pk), options, windows, counters, counts);
+    if (step !== null) current.set(p.pk, step.record);
   }
-
-  for (const [pk, next] of current) {
-    const before = stored.get(pk);
-    if (before) counters.addRecord(before, -1);
-    counters.addRecord(next, 1);
-  }
+  counters.addReplaced(current, stored);
   await tx.writeRecords([...current.values()]);
   await tx.addCounters(counters.deltas());
-  return { records: records.length, created, merged, discarded };
+  return { records: records.length, created: counts.created, merged: counts.merged, discarded: counts.discarded };
 }

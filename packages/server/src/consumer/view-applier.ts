@@ -19,10 +19,10 @@
 import { hourOf } from '../model/hourly-counters.js';
 import type { MergedRecord, ViewTransaction } from '../merged-view/view-store.js';
 import type { QueueRecord } from '../queue/event-queue.js';
-import { loadBatch } from './batch-loading.js';
+import { loadBatch, type PreparedRecord } from './batch-loading.js';
 import { CounterDeltas } from './counter-deltas.js';
 import { IdentityForest } from './identity-forest.js';
-import { mergeStep } from './record-merge.js';
+import { mergeStep, type MergeStep } from './record-merge.js';
 
 export { identityKeyFor } from './identity-forest.js';
 
@@ -51,42 +51,17 @@ export async function applyRecords(tx: ViewTransaction, records: readonly QueueR
   /** Current state of every key the batch touched (starting from the stored one). */
   const current = new Map<string, MergedRecord>();
   const windows = new Map<string, number>();
-  let created = 0;
-  let merged = 0;
-  let discarded = 0;
+  const counts: MergeCounts = { created: 0, merged: 0, discarded: 0 };
 
   for (const p of batch.prepared) {
-    const { record } = p;
-    const dataSetId = record.data_set_id;
     const existing = current.get(p.pk) ?? batch.records.get(p.pk);
-    const arrivalHour = hourOf(record.received_at);
-    counters.add(dataSetId, arrivalHour, 'received', 1);
-    if (options.suppressed?.(dataSetId, p.identifiers)) {
-      counters.add(dataSetId, arrivalHour, 'suppressed', 1);
-      continue;
-    }
-    let windowMs = windows.get(dataSetId);
-    if (windowMs === undefined) windows.set(dataSetId, (windowMs = options.mergeWindowMs(dataSetId)));
-
-    const step = mergeStep(existing, p, windowMs);
-    if (step.discarded) {
-      counters.add(dataSetId, arrivalHour, 'discarded', 1);
-      discarded++;
-      continue;
-    }
-    if (existing) {
-      counters.add(dataSetId, arrivalHour, 'merged', 1);
-      merged++;
-    } else created++;
-    const identityKey = forest.apply(dataSetId, record.seq, existing?.identityKey ?? null, step.identifiers);
+    const step = countedMergeStep(p, existing, options, windows, counters, counts);
+    if (step === null) continue;
+    const identityKey = forest.apply(p.record.data_set_id, p.record.seq, existing?.identityKey ?? null, step.identifiers);
     current.set(p.pk, identityKey === step.record.identityKey ? step.record : { ...step.record, identityKey });
   }
 
-  for (const [pk, next] of current) {
-    const stored = batch.records.get(pk);
-    if (stored) counters.addRecord(stored, -1);
-    counters.addRecord(next, 1);
-  }
+  counters.addReplaced(current, batch.records);
 
   await tx.writeRecords([...current.values()]);
   await tx.writeIdentities(forest.changedNodes());
@@ -95,5 +70,54 @@ export async function applyRecords(tx: ViewTransaction, records: readonly QueueR
   const newLinks = forest.newLinks();
   if (newLinks.length > 0) await tx.linkIdentifiers(newLinks);
   await tx.addCounters(counters.deltas());
-  return { records: records.length, created, merged, discarded };
+  return { records: records.length, created: counts.created, merged: counts.merged, discarded: counts.discarded };
+}
+
+/** A batch's outcome counts, one object a batch updated in place by countedMergeStep. */
+export interface MergeCounts {
+  created: number;
+  merged: number;
+  discarded: number;
+}
+
+/** A data set's merge window, asked of `options` once a batch (`windows` is the batch's cache). */
+export function mergeWindowOf(options: ApplyOptions, windows: Map<string, number>, dataSetId: string): number {
+  let windowMs = windows.get(dataSetId);
+  if (windowMs === undefined) windows.set(dataSetId, (windowMs = options.mergeWindowMs(dataSetId)));
+  return windowMs;
+}
+
+/**
+ * The per-record merge and counting part shared by applyRecords and the record shards
+ * (record-shard-applier.ts): counts the record received, drops it when suppressed, applies the merge
+ * rule (record-merge.ts) in its data set's window and counts the outcome. Returns the merge step, or
+ * null when the record was suppressed or discarded. Hot path: everything comes as arguments, so no
+ * closure or object is made per record here (mergeStep makes the merged record).
+ */
+export function countedMergeStep(
+  p: PreparedRecord,
+  existing: MergedRecord | undefined,
+  options: ApplyOptions,
+  windows: Map<string, number>,
+  counters: CounterDeltas,
+  counts: MergeCounts,
+): Extract<MergeStep, { discarded: false }> | null {
+  const dataSetId = p.record.data_set_id;
+  const arrivalHour = hourOf(p.record.received_at);
+  counters.add(dataSetId, arrivalHour, 'received', 1);
+  if (options.suppressed?.(dataSetId, p.identifiers)) {
+    counters.add(dataSetId, arrivalHour, 'suppressed', 1);
+    return null;
+  }
+  const step = mergeStep(existing, p, mergeWindowOf(options, windows, dataSetId));
+  if (step.discarded) {
+    counters.add(dataSetId, arrivalHour, 'discarded', 1);
+    counts.discarded++;
+    return null;
+  }
+  if (existing) {
+    counters.add(dataSetId, arrivalHour, 'merged', 1);
+    counts.merged++;
+  } else counts.created++;
+  return step;
 }
