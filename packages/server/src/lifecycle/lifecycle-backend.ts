@@ -182,6 +182,26 @@ export interface ViewTally extends ErasedCounts {
   readonly straddlers: string[];
 }
 
+/**
+ * The erasure of one decoded segment, for both QueueErasers: every event `match(event, seq)` selects
+ * (seq = `firstSeq` + its index) becomes null in place. Returns how many did.
+ */
+export function eraseMatchingEvents(
+  events: (Record<string, unknown> | null)[],
+  firstSeq: number,
+  match: (event: Record<string, unknown>, seq: number) => boolean,
+): number {
+  let changed = 0;
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i];
+    if (event !== null && event !== undefined && match(event, firstSeq + i)) {
+      events[i] = null;
+      changed++;
+    }
+  }
+  return changed;
+}
+
 /** Erasure of queued events (an erased event becomes null in its segment; readers skip it). */
 export interface QueueEraser {
   /**

@@ -16,7 +16,6 @@ import {
   type LifecycleStore,
   type NewDeletionRequest,
   type SuppressionFilter,
-  SUPPRESSION_REFRESH_MS,
 } from './lifecycle-backend.js';
 import { SuppressionSet } from './suppression-set.js';
 
@@ -219,18 +218,15 @@ export class PostgresLifecycleStore implements LifecycleStore {
 /** The suppression list of a PostgreSQL consumer: reloaded when `lifecycle_meta.version` moved. */
 export class PostgresSuppressionList implements SuppressionFilter {
   readonly #pool: Pool;
-  readonly #set = new SuppressionSet();
-  #checkedAt = 0;
-  readonly #checkEveryMs: number;
+  readonly #set: SuppressionSet;
 
   constructor(pool: Pool, options: { checkEveryMs?: number } = {}) {
     this.#pool = pool;
-    this.#checkEveryMs = options.checkEveryMs ?? SUPPRESSION_REFRESH_MS;
+    this.#set = new SuppressionSet(options.checkEveryMs);
   }
 
   async refresh(nowMs = Date.now()): Promise<void> {
-    if (nowMs - this.#checkedAt < this.#checkEveryMs) return;
-    this.#checkedAt = nowMs;
+    if (!this.#set.due(nowMs)) return;
     const meta = (await this.#pool.query<{ digest_key: Buffer; version: string }>('SELECT digest_key, version FROM lifecycle_meta WHERE id = 1')).rows[0];
     if (!meta || Number(meta.version) === this.#set.version) return;
     const { rows } = await this.#pool.query<{ data_set_id: string; digest: string }>('SELECT data_set_id, digest FROM suppressions');

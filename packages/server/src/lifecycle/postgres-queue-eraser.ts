@@ -13,7 +13,7 @@
 import { segmentEvents } from '../queue/segment-records.js';
 import { inTransaction, type Pool } from '../postgres/database.js';
 import { queuePartitionOf } from '../postgres/partitions.js';
-import type { QueueEraser } from './lifecycle-backend.js';
+import { eraseMatchingEvents, type QueueEraser } from './lifecycle-backend.js';
 import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
 import { vacuum } from './postgres-view-eraser.js';
 
@@ -43,14 +43,7 @@ export class PostgresQueueEraser implements QueueEraser {
     for (const row of rows) {
       const events = segmentEvents(row.raw ? Buffer.from(row.events, 'utf8') : row.events) as (Record<string, unknown> | null)[];
       const first = Number(row.first_seq);
-      let changed = 0;
-      for (let i = 0; i < events.length; i++) {
-        const event = events[i];
-        if (event !== null && event !== undefined && match(event, first + i)) {
-          events[i] = null;
-          changed++;
-        }
-      }
+      const changed = eraseMatchingEvents(events, first, match);
       if (changed === 0) continue;
       erased += changed;
       seqs.push(row.first_seq);

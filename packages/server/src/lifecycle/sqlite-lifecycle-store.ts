@@ -31,7 +31,6 @@ import {
   type LifecycleStore,
   type NewDeletionRequest,
   type SuppressionFilter,
-  SUPPRESSION_REFRESH_MS,
 } from './lifecycle-backend.js';
 import { SuppressionSet } from './suppression-set.js';
 
@@ -204,19 +203,16 @@ export class SqliteLifecycleStore implements LifecycleStore {
 export class SuppressionList implements SuppressionFilter {
   readonly #file: string;
   #db: Database.Database | null = null;
-  readonly #set = new SuppressionSet();
-  #checkedAt = 0;
-  readonly #checkEveryMs: number;
+  readonly #set: SuppressionSet;
 
   constructor(file: string, options: { checkEveryMs?: number } = {}) {
     this.#file = file;
-    this.#checkEveryMs = options.checkEveryMs ?? SUPPRESSION_REFRESH_MS;
+    this.#set = new SuppressionSet(options.checkEveryMs);
   }
 
   /** Reloads when changed; cheap when not (one primary-key read). */
   refresh(nowMs = Date.now()): void {
-    if (nowMs - this.#checkedAt < this.#checkEveryMs) return;
-    this.#checkedAt = nowMs;
+    if (!this.#set.due(nowMs)) return;
     if (!this.#db) {
       try {
         this.#db = new Database(this.#file, { readonly: true, fileMustExist: true });

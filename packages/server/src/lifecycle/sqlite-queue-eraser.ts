@@ -25,7 +25,7 @@ import { closeSync, fdatasyncSync, openSync, writeSync } from 'node:fs';
 import { segmentEvents } from '../queue/segment-records.js';
 import { bodyLogDir, bodyLogFile } from '../queue/sqlite-body-log.js';
 import { openQueueDatabase, rowEvents, type SegmentRow } from '../queue/sqlite-queue-store.js';
-import type { QueueEraser } from './lifecycle-backend.js';
+import { eraseMatchingEvents, type QueueEraser } from './lifecycle-backend.js';
 import { truncateWal } from '../fs/wal-truncation.js';
 
 /** How long a body-log range stays intact after its row stopped pointing to it (readers mid-read). */
@@ -84,14 +84,7 @@ export class SqliteQueueEraser implements QueueEraser {
     const count = db.prepare('INSERT INTO queue_erasures (request_id, events) VALUES (?, ?) ON CONFLICT (request_id) DO UPDATE SET events = events + excluded.events');
     for (const row of rows) {
       const events = segmentEvents(rowEvents(row, logDir)) as (Record<string, unknown> | null)[];
-      let changed = 0;
-      for (let i = 0; i < events.length; i++) {
-        const event = events[i];
-        if (event !== null && event !== undefined && match(event, row.first_seq + i)) {
-          events[i] = null;
-          changed++;
-        }
-      }
+      const changed = eraseMatchingEvents(events, row.first_seq, match);
       if (changed === 0) continue;
       const text = JSON.stringify(events);
       // One segment per transaction (a rewritten body can be ~1 MB): an ingest commit waits for one
