@@ -11,7 +11,7 @@
  * survivor. A new identity is named after the queue position of the record that started it, so the
  * forest is a function of the queue, never of the clock or of batch boundaries.
  */
-import { pairKey, type IdentifierLink, type IdentityNode } from '../merged-view/view-store.js';
+import { pairKey, type IdentifierLink, type IdentityNode, type ViewTransaction } from '../merged-view/view-store.js';
 
 /** Identity key of an identity created by the record at queue position `seq`. */
 export const identityKeyFor = (seq: number) => `ik_${seq}`;
@@ -142,5 +142,12 @@ export class IdentityForest {
 
   newLinks(): readonly IdentifierLink[] {
     return this.#newLinks;
+  }
+
+  /** Writes what the batch changed in `tx`: nodes, then re-parentings and new links (when there are any). */
+  async writeChanges(tx: ViewTransaction): Promise<void> {
+    await tx.writeIdentities(this.changedNodes());
+    if (this.#moves.length > 0) await tx.reparentIdentities(this.#moves);
+    if (this.#newLinks.length > 0) await tx.linkIdentifiers(this.#newLinks);
   }
 }

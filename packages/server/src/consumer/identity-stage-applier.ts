@@ -137,10 +137,6 @@ export async function applyIdentityStage(tx: ViewTransaction, records: readonly 
   }
 
   await tx.writeRecordIdentities([...current.values()]);
-  await tx.writeIdentities(forest.changedNodes());
-  const moves = forest.moves();
-  if (moves.length > 0) await tx.reparentIdentities(moves);
-  const newLinks = forest.newLinks();
-  if (newLinks.length > 0) await tx.linkIdentifiers(newLinks);
+  await forest.writeChanges(tx);
   return { records: records.length, created, merged, discarded };
 }

@@ -64,11 +64,7 @@ export async function applyRecords(tx: ViewTransaction, records: readonly QueueR
   counters.addReplaced(current, batch.records);
 
   await tx.writeRecords([...current.values()]);
-  await tx.writeIdentities(forest.changedNodes());
-  const moves = forest.moves();
-  if (moves.length > 0) await tx.reparentIdentities(moves);
-  const newLinks = forest.newLinks();
-  if (newLinks.length > 0) await tx.linkIdentifiers(newLinks);
+  await forest.writeChanges(tx);
   await tx.addCounters(counters.deltas());
   return { records: records.length, created: counts.created, merged: counts.merged, discarded: counts.discarded };
 }
