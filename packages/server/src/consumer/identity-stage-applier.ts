@@ -122,8 +122,9 @@ export async function applyIdentityStage(tx: ViewTransaction, records: readonly 
     const dataSetId = record.data_set_id;
     if (options.suppressed?.(dataSetId, p.identifiers)) continue;
     const existing = current.get(p.pk) ?? stored.get(p.pk);
+    const windowMs = mergeWindowOf(options, windows, dataSetId);
     // record-merge.ts mergeStep's rule, on the stage's own first_received_at.
-    if (existing && record.received_at - existing.firstReceivedAt > mergeWindowOf(options, windows, dataSetId)) {
+    if (existing && record.received_at - existing.firstReceivedAt > windowMs) {
       discarded++;
       continue;
     }
