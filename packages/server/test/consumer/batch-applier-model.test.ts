@@ -30,7 +30,7 @@ import type { QueueRecord } from '../../src/queue/event-queue.js';
 import { ReferenceView } from '../helpers/reference-view.js';
 import { SqliteViewEraser } from '../../src/lifecycle/sqlite-view-eraser.js';
 import { identifiersOf, normalizeEvent } from '../../src/merged-view/identity.js';
-import Database from 'better-sqlite3';
+import { dumpFile } from '../helpers/view-dump.js';
 import { tempDataDir } from '../helpers/server-process.js';
 
 const HOUR = 3_600_000;
@@ -301,21 +301,6 @@ test('sharded layout (record shards + identity stage) = record-at-a-time referen
   );
 });
 
-/** Every row of the view's tables, in key order (rowids included: they are `events export`'s order). */
-function dumpView(file: string): Record<string, unknown[]> {
-  const db = new Database(file, { readonly: true });
-  try {
-    return {
-      records: db.prepare('SELECT rowid, * FROM view_records ORDER BY data_set_id, record_key').all(),
-      nodes: db.prepare('SELECT * FROM identity_nodes ORDER BY data_set_id, identity_key').all(),
-      links: db.prepare('SELECT * FROM identity_identifiers ORDER BY data_set_id, identifier').all(),
-      counters: db.prepare('SELECT * FROM view_counters ORDER BY data_set_id, hour, name').all(),
-      offsets: db.prepare('SELECT * FROM consumer_offsets ORDER BY consumer').all(),
-    };
-  } finally {
-    db.close();
-  }
-}
 
 const lifecycleOp = fc.record({
   /** Before which step of the consumers it runs. */
@@ -397,7 +382,7 @@ test('hot state is transparent: erasers between batches and rolled-back batches 
             assert.equal(result.nextSeq, coldResult.nextSeq);
             if (!result.moved) break;
           }
-          assert.deepEqual(dumpView(files[0]), dumpView(files[1]));
+          assert.deepEqual(dumpFile(files[0], { rowids: true }), dumpFile(files[1], { rowids: true }));
           const stats = hot.hotStats()!;
           hits += stats.hits;
           loads += stats.loads;

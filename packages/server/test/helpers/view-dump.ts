@@ -7,11 +7,15 @@ import type { QueueRecord } from '../../src/queue/event-queue.js';
 import type { QueueSource } from '../../src/consumer/view-consumer.js';
 import { viewPartitionFile } from '../../src/merged-view/sqlite-view-layout.js';
 
-function dumpFile(file: string): Record<string, unknown[]> {
+/**
+ * One view file's tables, ordered by primary key. `rowids`: the merged records' rowids too (they are
+ * `events export`'s order, so two files built by one consumer must agree on them).
+ */
+export function dumpFile(file: string, options: { rowids?: boolean } = {}): Record<string, unknown[]> {
   const db = new Database(file, { readonly: true });
   try {
     return {
-      view_records: db.prepare('SELECT * FROM view_records ORDER BY data_set_id, record_key').all(),
+      view_records: db.prepare(`SELECT ${options.rowids ? 'rowid, ' : ''}* FROM view_records ORDER BY data_set_id, record_key`).all(),
       identity_nodes: db.prepare('SELECT * FROM identity_nodes ORDER BY data_set_id, identity_key').all(),
       identity_identifiers: db.prepare('SELECT * FROM identity_identifiers ORDER BY data_set_id, identifier').all(),
       view_counters: db.prepare('SELECT * FROM view_counters ORDER BY data_set_id, hour, name').all(),
