@@ -167,7 +167,7 @@ export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStor
     await runConsumerLoop(leases, {
       logger,
       stopped: options.stopped,
-      ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+      pollMs: options.pollMs,
       onTick: async () => {
         await options.onTick?.();
         await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });

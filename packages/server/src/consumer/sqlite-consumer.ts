@@ -46,7 +46,7 @@ export async function runSqliteConsumer(
     viewFile: files.viewFile,
     partitions,
     batchSize: options.batchSize,
-    ...(options.viewHotLinks !== undefined ? { hotLinks: options.viewHotLinks } : {}),
+    hotLinks: options.viewHotLinks,
     windows: options.mergeWindows ?? (() => []),
   });
   // The consumer knows what was applied (the lowest partition offset), so it prunes the queue
@@ -58,7 +58,7 @@ export async function runSqliteConsumer(
     await runConsumerLoop(assignment, {
       logger: options.logger,
       stopped: options.stopped,
-      ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+      pollMs: options.pollMs,
       onTick: async () => {
         await options.onTick?.();
         assignment.windowsChanged();

@@ -48,7 +48,7 @@ export async function openStorage(options: StorageOptions): Promise<Storage> {
   }
   if (options.migrate ?? true) await migrate(options.databaseUrl, options.env);
   return new PostgresStorage(options.databaseUrl, options.dataDir, options.env, {
-    ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
+    poolSize: options.poolSize,
     masterKeyFile: options.masterKeyFile,
   });
 }
