@@ -73,7 +73,7 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
         logger: options.logger,
         stopped: options.stopped,
         batchSize: options.batchSize ?? DEFAULT_BATCH_SIZE,
-        // Absent ones take the consumer's defaults (`??` in storage/sqlite-storage.ts and postgres/partitioned-consumer.ts).
+        // Absent ones take the consumer's defaults (`??` in consumer/sqlite-consumer.ts and consumer/postgres-partitions.ts).
         pollMs: options.pollMs,
         retentionMs: options.retentionMs,
         retentionEveryMs: options.retentionEveryMs,

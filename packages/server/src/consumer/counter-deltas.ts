@@ -35,7 +35,6 @@ export class CounterDeltas {
     for (const [name, n] of contributionOf(event, measurementOnly)) this.add(dataSetId, hour, name, sign * n);
   }
 
-  /** The non-zero deltas. */
   /**
    * Per key a batch touched: the stored record's contribution taken away (if it was stored) and the
    * batch's final record's added.
@@ -48,6 +47,7 @@ export class CounterDeltas {
     }
   }
 
+  /** The non-zero deltas. */
   deltas(): DataSetCounterDelta[] {
     const out: DataSetCounterDelta[] = [];
     for (const [dataSetId, hours] of this.#byDataSet) {
