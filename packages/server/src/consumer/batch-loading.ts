@@ -49,8 +49,8 @@ export function prepareRecords(records: readonly QueueRecord[]): PreparedRecord[
   });
 }
 
-/** Keys wanted, per data set. */
-class Wanted {
+/** Keys wanted, per data set (deduplicated), for one bulk read. */
+export class Wanted {
   readonly byDataSet = new Map<string, Set<string>>();
   add(dataSetId: string, key: string): void {
     let keys = this.byDataSet.get(dataSetId);
@@ -65,9 +65,31 @@ class Wanted {
   }
 }
 
-const recordRef = (dataSetId: string, recordKey: string) => ({ dataSetId, recordKey });
-const identifierRef = (dataSetId: string, identifier: string) => ({ dataSetId, identifier });
+export const recordRef = (dataSetId: string, recordKey: string) => ({ dataSetId, recordKey });
+export const identifierRef = (dataSetId: string, identifier: string) => ({ dataSetId, identifier });
 const identityRef = (dataSetId: string, identityKey: string) => ({ dataSetId, identityKey });
+
+/**
+ * The identity nodes the batch's links and records point to, and (trees are flat) their roots:
+ * one bulk read, and a second for the parents not already loaded. `records`: anything that names
+ * a record's identity (stored merged records, or the sharded layout's record identities).
+ */
+export async function loadIdentityNodes(
+  tx: ViewTransaction,
+  links: ReadonlyMap<string, string>,
+  records: Iterable<{ readonly dataSetId: string; readonly identityKey: string | null }>,
+): Promise<Map<string, IdentityNode>> {
+  const nodeKeys = new Wanted();
+  for (const [pk, key] of links) nodeKeys.add(pk.slice(0, pk.indexOf('\u0000')), key);
+  for (const record of records) if (record.identityKey !== null) nodeKeys.add(record.dataSetId, record.identityKey);
+  const nodes = new Map(await tx.loadIdentities(nodeKeys.pairs(identityRef)));
+  const parents = new Wanted();
+  for (const node of nodes.values()) {
+    if (node.parent !== null && !nodes.has(pairKey(node.dataSetId, node.parent))) parents.add(node.dataSetId, node.parent);
+  }
+  if (parents.byDataSet.size > 0) for (const [pk, node] of await tx.loadIdentities(parents.pairs(identityRef))) nodes.set(pk, node);
+  return nodes;
+}
 
 export async function loadBatch(tx: ViewTransaction, records: readonly QueueRecord[]): Promise<LoadedBatch> {
   const prepared = prepareRecords(records);
@@ -80,15 +102,6 @@ export async function loadBatch(tx: ViewTransaction, records: readonly QueueReco
   const stored = await tx.loadRecords(recordKeys.pairs(recordRef));
   for (const record of stored.values()) for (const identifier of identifiersOf(record.event)) identifiers.add(record.dataSetId, identifier);
   const links = await tx.loadIdentifierLinks(identifiers.pairs(identifierRef));
-
-  const nodeKeys = new Wanted();
-  for (const [pk, key] of links) nodeKeys.add(pk.slice(0, pk.indexOf('\u0000')), key);
-  for (const record of stored.values()) if (record.identityKey !== null) nodeKeys.add(record.dataSetId, record.identityKey);
-  const nodes = new Map(await tx.loadIdentities(nodeKeys.pairs(identityRef)));
-  const parents = new Wanted();
-  for (const node of nodes.values()) {
-    if (node.parent !== null && !nodes.has(pairKey(node.dataSetId, node.parent))) parents.add(node.dataSetId, node.parent);
-  }
-  if (parents.byDataSet.size > 0) for (const [pk, node] of await tx.loadIdentities(parents.pairs(identityRef))) nodes.set(pk, node);
+  const nodes = await loadIdentityNodes(tx, links, stored.values());
   return { prepared, records: stored, links, nodes };
 }

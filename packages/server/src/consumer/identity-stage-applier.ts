@@ -62,54 +62,24 @@
  * Memory: one batch per part thread and its maps, as a data-set partition (DESIGN.md "Memory
  * bound"); `record_identities` is a row per record on disk (no event), not in memory.
  */
-import { pairKey, type IdentityNode, type RecordIdentity, type RecordRef, type ViewTransaction } from '../merged-view/view-store.js';
+import type { RecordIdentity, ViewTransaction } from '../merged-view/view-store.js';
 import type { QueueRecord } from '../queue/event-queue.js';
-import { prepareRecords } from './batch-loading.js';
+import { identifierRef, loadIdentityNodes, prepareRecords, recordRef, Wanted } from './batch-loading.js';
 import { IdentityForest } from './identity-forest.js';
 import { mergeWindowOf, type ApplyOptions, type BatchResult } from './view-applier.js';
-
-/** Keys wanted, per data set, deduplicated. */
-function pairsByDataSet<T>(add: (want: (dataSetId: string, key: string) => void) => void, make: (dataSetId: string, key: string) => T): T[] {
-  const byDataSet = new Map<string, Set<string>>();
-  add((dataSetId, key) => {
-    let keys = byDataSet.get(dataSetId);
-    if (!keys) byDataSet.set(dataSetId, (keys = new Set()));
-    keys.add(key);
-  });
-  const out: T[] = [];
-  for (const [dataSetId, keys] of byDataSet) for (const key of keys) out.push(make(dataSetId, key));
-  return out;
-}
-
-const recordRef = (dataSetId: string, recordKey: string): RecordRef => ({ dataSetId, recordKey });
-const identifierRef = (dataSetId: string, identifier: string) => ({ dataSetId, identifier });
-const identityRef = (dataSetId: string, identityKey: string) => ({ dataSetId, identityKey });
 
 export async function applyIdentityStage(tx: ViewTransaction, records: readonly QueueRecord[], options: ApplyOptions): Promise<BatchResult> {
   if (!tx.loadRecordIdentities || !tx.writeRecordIdentities) throw new Error('this view store has no identity stage (sharded layout)');
   const prepared = prepareRecords(records);
-  const stored = await tx.loadRecordIdentities(
-    pairsByDataSet((want) => {
-      for (const p of prepared) want(p.record.data_set_id, p.key);
-    }, recordRef),
-  );
-  const links = await tx.loadIdentifierLinks(
-    pairsByDataSet((want) => {
-      for (const p of prepared) for (const identifier of p.identifiers) want(p.record.data_set_id, identifier);
-    }, identifierRef),
-  );
-  const nodes = new Map<string, IdentityNode>(
-    await tx.loadIdentities(
-      pairsByDataSet((want) => {
-        for (const [pk, key] of links) want(pk.slice(0, pk.indexOf('\u0000')), key);
-        for (const r of stored.values()) if (r.identityKey !== null) want(r.dataSetId, r.identityKey);
-      }, identityRef),
-    ),
-  );
-  const parents = pairsByDataSet((want) => {
-    for (const node of nodes.values()) if (node.parent !== null && !nodes.has(pairKey(node.dataSetId, node.parent))) want(node.dataSetId, node.parent);
-  }, identityRef);
-  if (parents.length > 0) for (const [pk, node] of await tx.loadIdentities(parents)) nodes.set(pk, node);
+  const recordKeys = new Wanted();
+  const identifiers = new Wanted();
+  for (const p of prepared) {
+    recordKeys.add(p.record.data_set_id, p.key);
+    for (const identifier of p.identifiers) identifiers.add(p.record.data_set_id, identifier);
+  }
+  const stored = await tx.loadRecordIdentities(recordKeys.pairs(recordRef));
+  const links = await tx.loadIdentifierLinks(identifiers.pairs(identifierRef));
+  const nodes = await loadIdentityNodes(tx, links, stored.values());
 
   const forest = new IdentityForest(nodes, links);
   const current = new Map<string, RecordIdentity>();

@@ -14,22 +14,17 @@
  * identity stage (both from the queue and their own state). They agree as long as both see the
  * same window and suppression list for the record (see identity-stage-applier.ts, "Decisions").
  */
-import type { MergedRecord, RecordRef, ViewTransaction } from '../merged-view/view-store.js';
+import type { MergedRecord, ViewTransaction } from '../merged-view/view-store.js';
 import type { QueueRecord } from '../queue/event-queue.js';
-import { prepareRecords } from './batch-loading.js';
+import { prepareRecords, recordRef, Wanted } from './batch-loading.js';
 import { CounterDeltas } from './counter-deltas.js';
 import { countedMergeStep, type ApplyOptions, type BatchResult, type MergeCounts } from './view-applier.js';
 
 export async function applyRecordShard(tx: ViewTransaction, records: readonly QueueRecord[], options: ApplyOptions): Promise<BatchResult> {
   const prepared = prepareRecords(records);
-  const refs: RecordRef[] = [];
-  const seen = new Set<string>();
-  for (const p of prepared) {
-    if (seen.has(p.pk)) continue;
-    seen.add(p.pk);
-    refs.push({ dataSetId: p.record.data_set_id, recordKey: p.key });
-  }
-  const stored = await tx.loadRecords(refs);
+  const recordKeys = new Wanted();
+  for (const p of prepared) recordKeys.add(p.record.data_set_id, p.key);
+  const stored = await tx.loadRecords(recordKeys.pairs(recordRef));
   const counters = new CounterDeltas();
   const current = new Map<string, MergedRecord>();
   const windows = new Map<string, number>();
