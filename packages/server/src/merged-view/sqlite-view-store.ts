@@ -34,6 +34,7 @@ import { fixViewPartitions, LAYOUT_SCHEMA, recordedViewPartitions } from './sqli
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 import { GENERATION_SCHEMA, generationStatements } from './view-generation.js';
 import { ViewHotState } from './view-hot-state.js';
+import type { IdentifierLinkTable } from './identifier-link-table.js';
 
 export const VIEW_SCHEMA = `
 CREATE TABLE IF NOT EXISTS view_records (
@@ -184,11 +185,13 @@ export class SqliteViewStore implements ViewStore {
    * (bench/README.md). The cost is disk: the WAL file grows to ~256 MB before it starts over, and a
    * reopen after a crash reads that much WAL. A partition thread (P > 1) leaves checkpoints to its
    * process's main thread (consumer/sqlite-view-checkpointer.ts) and keeps this one as a safety net.
+   * `hotLinks`: the hot state's bound (view-hot-state.ts; absent or 0: none). `hotTableMaxProbe`:
+   * tests only, a short probe bound that makes the hot state's tables give up (identifier-link-table.ts).
    */
-  constructor(file: string, options: { autocheckpointPages?: number; hotLinks?: number } = {}) {
+  constructor(file: string, options: { autocheckpointPages?: number; hotLinks?: number; hotTableMaxProbe?: number } = {}) {
     this.#db = openDatabase(file, VIEW_SCHEMA);
     this.#generation = generationStatements(this.#db);
-    this.#hot = options.hotLinks !== undefined && options.hotLinks > 0 ? new ViewHotState(options.hotLinks) : null;
+    this.#hot = options.hotLinks !== undefined && options.hotLinks > 0 ? new ViewHotState(options.hotLinks, options.hotTableMaxProbe === undefined ? {} : { maxProbe: options.hotTableMaxProbe }) : null;
     // Page cache per open view file: 16 MB. Lookups of random keys (sha256 identifiers, record ids)
     // miss any cache smaller than the view, and a miss is a read from the OS's file cache: 64 MB
     // per file showed no CPU gain per event against 16 MB and cost ~100 MB of the consumer's RSS
@@ -204,7 +207,8 @@ export class SqliteViewStore implements ViewStore {
       record: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key = ?'),
       records: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key IN (SELECT value FROM json_each(?))'),
       links: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier IN (SELECT value FROM json_each(?))'),
-      allLinks: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? LIMIT ?').raw(),
+      allLinks: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ?').raw(),
+      countLinks: db.prepare('SELECT count(*) FROM identity_identifiers WHERE data_set_id = ?').pluck(),
       nodes: db.prepare('SELECT * FROM identity_nodes WHERE data_set_id = ? AND identity_key IN (SELECT value FROM json_each(?))'),
       upsertRecord: db.prepare(
         `INSERT INTO view_records (data_set_id, record_key, event_id, first_seq, last_seq, first_received_at, last_received_at,
@@ -402,14 +406,15 @@ export class SqliteViewStore implements ViewStore {
   #linksFromHot(hot: ViewHotState, pairs: readonly { dataSetId: string; identifier: string }[], out: Map<string, string>): { dataSetId: string; identifier: string }[] {
     const asked: { dataSetId: string; identifier: string }[] = [];
     let lastDataSet: string | null = null;
-    let links: ReadonlyMap<string, string> | undefined;
+    let links: IdentifierLinkTable | undefined;
     for (const p of pairs) {
       if (p.dataSetId !== lastDataSet) {
         lastDataSet = p.dataSetId;
-        links = hot.linksOf(p.dataSetId, (limit) => {
-          const rows = this.#s.allLinks.all(p.dataSetId, limit + 1) as [string, string][];
-          return rows.length > limit ? null : rows;
-        });
+        links = hot.linksOf(
+          p.dataSetId,
+          () => this.#s.countLinks.get(p.dataSetId) as number,
+          () => this.#s.allLinks.iterate(p.dataSetId) as IterableIterator<[string, string]>,
+        );
       }
       if (links === undefined) {
         asked.push(p);
@@ -425,9 +430,9 @@ export class SqliteViewStore implements ViewStore {
   }
 
   /** Lookups the hot state answered and passed on to the file, its size, and its full loads (tests; null without hot state). */
-  hotStats(): { hits: number; misses: number; links: number; loads: number; loaded: number } | null {
+  hotStats(): { hits: number; misses: number; links: number; loads: number; loaded: number; bytes: number } | null {
     const hot = this.#hot;
-    return hot ? { hits: hot.hits, misses: hot.misses, links: hot.size, loads: hot.loads, loaded: hot.loaded } : null;
+    return hot ? { hits: hot.hits, misses: hot.misses, links: hot.size, loads: hot.loads, loaded: hot.loaded, bytes: hot.byteSize } : null;
   }
 
   async offset(consumer: string): Promise<number> {

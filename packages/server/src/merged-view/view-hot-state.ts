@@ -1,3 +1,5 @@
+import { IdentifierLinkTable } from './identifier-link-table.js';
+
 /**
  * Hot state of one embedded view partition, kept in memory by its consumer across batches: the
  * identifier links it has read or written (identifier → identity key, per data set), so that a
@@ -24,31 +26,38 @@
  *   of that transaction (the committed state, under the write lock), and what the transaction wrote
  *   only after its COMMIT. A batch that rolls back adds nothing of its own.
  *
- * Bound: at most `maxLinks` links over all data sets of the partition. A link costs ~145 bytes of
- * V8 heap (a ~70-character identifier, the map slot, the identity key string shared by the
- * identity's links; measured: 31 MB after GC for 216,667 links), and the old generation grows with
- * it, so a bound of 250,000 adds ~100-130 MB to the peak RSS of a partition thread that holds that
- * many (bench/README.md, issue 30, "Hot state").
+ * Bound: at most `maxLinks` links over all data sets of the partition. A data set's links are an
+ * `IdentifierLinkTable` (identifier-link-table.ts): typed arrays off the V8 heap, ~52-56 bytes a
+ * link (a JS Map of strings, before issue 30's third round, cost ~145 bytes of heap a link and a
+ * large old generation for the GC to walk: 959 MB peak RSS at 1.2 million links). A data set whose
+ * links pass the bound, or whose table gives up (a chain past its bound: hash flooding by a sender
+ * that crafts identifiers), is dropped and read from the file as before.
  *
- * Off by default (`worker --view-hot-links 0`): the data sets it helps are those small enough to fit
- * the bound, which are rarely the ones whose CPU per event matters, while the memory is spent by
- * every node that runs `npm start`; a data set at the scale of issue 30 (a million events, ~1.08
- * million links) fits no practical bound as a JS Map (959 MB peak RSS at 1.2 million). An operator
- * with a mid-sized, busy data set and memory to spare turns it on (docs/guides/merged-view.md).
+ * On by default (`worker --view-hot-links 2000000`): at ~52 bytes a link, a data set of a million
+ * events of the benchmark's workload (1.08 million links) costs ~55 MB and saves ~15-20 µs of CPU
+ * per event (bench/README.md, issue 30, "Compact hot links"); a small data set costs what its
+ * links take (from 12 KiB); `--view-hot-links 0` turns it off.
  */
 
-/** Links a partition's consumer may keep in memory by default (`worker --view-hot-links`): none. */
-export const DEFAULT_HOT_LINKS = 0;
+/**
+ * Links a partition's consumer keeps in memory by default (`worker --view-hot-links`): 2,000,000,
+ * ~105-115 MB at the bound (identifier-link-table.ts), enough for a data set of about two million
+ * events of the benchmark's workload.
+ */
+export const DEFAULT_HOT_LINKS = 2_000_000;
 
-/** Most links `worker --view-hot-links` accepts (~1.5 GB of heap per partition thread at that). */
+/** Most links `worker --view-hot-links` accepts (~0.55 GB per partition thread at that). */
 export const MAX_HOT_LINKS = 10_000_000;
+
+/** What a full load of a data set's links reads: [identifier, identity key] rows, in any order. */
+export type LinkRows = Iterable<readonly [string, string]>;
 
 export class ViewHotState {
   readonly maxLinks: number;
-  /** data set → identifier → identity key: every link of the data set (it is held completely). */
-  readonly #links = new Map<string, Map<string, string>>();
+  /** data set → its links (every link of the data set: it is held completely). */
+  readonly #links = new Map<string, IdentifierLinkTable>();
   #count = 0;
-  /** Data sets asked about since the last clear that are not held (more links than the bound). */
+  /** Data sets asked about since the last clear that are not held (more links than the bound, or a table that gave up). */
   readonly #notHeld = new Set<string>();
   /** Generation of the file the state is valid for, and the offset this consumer committed last. */
   generation = -1;
@@ -59,13 +68,23 @@ export class ViewHotState {
   /** Full loads of a data set's links (after a start or a clear), and links read by them. */
   loads = 0;
   loaded = 0;
+  readonly #tableOptions: { maxProbe?: number };
 
-  constructor(maxLinks: number) {
+  /** `tableOptions`: for tests (a short maxProbe makes a table give up). */
+  constructor(maxLinks: number, tableOptions: { maxProbe?: number } = {}) {
     this.maxLinks = maxLinks;
+    this.#tableOptions = tableOptions;
   }
 
   get size(): number {
     return this.#count;
+  }
+
+  /** Bytes the held tables take (off the V8 heap). */
+  get byteSize(): number {
+    let bytes = 0;
+    for (const table of this.#links.values()) bytes += table.byteSize;
+    return bytes;
   }
 
   /** Forgets everything (the file changed under it). */
@@ -78,34 +97,48 @@ export class ViewHotState {
 
   /**
    * The links of a data set if it is held (a miss is then a true absence), else undefined. The
-   * first question about a data set since the last clear loads all its links with `loadAll(limit)`,
-   * which returns them, or null when there are more than `limit`.
+   * first question about a data set since the last clear counts its links (`count()`) and, if they
+   * fit the bound, reads them all from `scan()`; a data set with more than the bound allows, or a
+   * link the table does not take, is not held.
    */
-  linksOf(dataSetId: string, loadAll: (limit: number) => [string, string][] | null): ReadonlyMap<string, string> | undefined {
+  linksOf(dataSetId: string, count: () => number, scan: () => LinkRows): IdentifierLinkTable | undefined {
     const links = this.#links.get(dataSetId);
     if (links !== undefined || this.#notHeld.has(dataSetId)) return links;
-    const rows = loadAll(this.maxLinks - this.#count);
     this.loads++;
-    if (rows === null) {
+    const limit = this.maxLinks - this.#count;
+    const rows = count();
+    if (rows > limit) {
       this.#notHeld.add(dataSetId);
       return undefined;
     }
-    const held = new Map(rows);
-    this.loaded += held.size;
-    this.#links.set(dataSetId, held);
-    this.#count += held.size;
-    return held;
+    // Sized for what it loads, and a fifth more before it first grows.
+    const table = new IdentifierLinkTable({ ...this.#tableOptions, capacity: Math.ceil(rows * 1.2) });
+    let held = true;
+    for (const [identifier, identityKey] of scan()) {
+      if (table.size >= limit || !table.set(identifier, identityKey)) {
+        held = false;
+        break; // leaves the scan (its statement is reset)
+      }
+    }
+    if (!held) {
+      this.#notHeld.add(dataSetId);
+      return undefined;
+    }
+    this.loaded += table.size;
+    this.#links.set(dataSetId, table);
+    this.#count += table.size;
+    return table;
   }
 
-  /** Remembers a committed link of a held data set; a data set that outgrows the bound is no longer held. */
+  /** Remembers a committed link of a held data set; a data set that outgrows the bound (or its table) is no longer held. */
   addLink(dataSetId: string, identifier: string, identityKey: string): void {
     const links = this.#links.get(dataSetId);
     if (links === undefined) return;
     const before = links.size;
-    links.set(identifier, identityKey);
-    if (links.size === before) return;
-    if (++this.#count > this.maxLinks) {
-      this.#count -= links.size;
+    const taken = links.set(identifier, identityKey);
+    if (taken && links.size === before) return;
+    if (!taken || ++this.#count > this.maxLinks) {
+      this.#count -= before + (taken ? 1 : 0);
       this.#links.delete(dataSetId);
       this.#notHeld.add(dataSetId);
     }
