@@ -36,7 +36,7 @@ export interface SqlitePartitionsOptions {
 }
 
 /** Young generation of each partition thread (V8 `resourceLimits.maxYoungGenerationSizeMb`). */
-export const PARTITION_THREAD_YOUNG_GENERATION_MB = 32;
+export const PARTITION_THREAD_YOUNG_GENERATION_MB = 16;
 
 /** A partition applied in a worker thread. */
 class ThreadPartition implements PartitionStepper {
@@ -60,7 +60,9 @@ class ThreadPartition implements PartitionStepper {
       // The young generation is a large share of a partition thread's memory: V8's default on a large
       // machine is two 64 MB semi-spaces; 96 MB (32 MB semi-spaces) made the consumer the node's
       // largest process (issue 17). 32 MB showed no CPU cost per event against 96 (bench/README.md,
-      // "Memory per process").
+      // "Memory per process"), and 16 none against 32 (issue 30, third round: 93.5 / 103.3 against
+      // 97.2 / 116.1 µs per event at a million events of one data set) for ~15-20 MB less peak RSS,
+      // which pays for part of the hot links' table.
       resourceLimits: { maxYoungGenerationSizeMb: PARTITION_THREAD_YOUNG_GENERATION_MB },
     });
     worker.on('message', (message: { id: number; result?: StepResult; error?: string }) => {
