@@ -5,7 +5,9 @@
  * It reads queue.db and writes the view files; it writes queue.db only to prune applied records
  * (retention), never what ingest appends, so a slow consumer never slows ingest: the queue's commits
  * never wait for it, and its lag is visible (`worker status`, admin /metrics). Like every process it
- * opens its storage through storage/open-storage.ts, the one place that picks the profile.
+ * opens its storage through storage/open-storage.ts, the one place that picks the profile. Its
+ * first step lowers its threads' CPU priority (consumer/consumer-priority.ts), so that a busy
+ * consumer yields the CPU to the serving processes and only falls behind.
  */
 import type { Environment } from './config.js';
 import type { Logger } from './observability/logger.js';
@@ -14,6 +16,7 @@ import { DEFAULT_BATCH_SIZE } from './consumer/view-consumer.js';
 import { MergeWindows } from './consumer/merge-windows.js';
 import { LifecycleRunner } from './lifecycle/lifecycle-runner.js';
 import { retryWhileBusy } from './consumer/sqlite-busy.js';
+import { lowerConsumerPriority } from './consumer/consumer-priority.js';
 
 export interface ViewWorkerOptions {
   readonly dataDir: string;
@@ -35,9 +38,17 @@ export interface ViewWorkerOptions {
   readonly retentionEveryMs?: number;
   /** How often view retention runs (default one minute). */
   readonly viewRetentionEveryMs?: number;
+  /**
+   * Nice (0-19) of every thread of this process, set before any partition thread starts (they
+   * inherit it; consumer/consumer-priority.ts); 0 or absent leaves the priority alone. The `worker`
+   * command passes 10 unless told otherwise.
+   */
+  readonly nice?: number;
 }
 
 export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
+  // First, while the process has only Node's own threads: ingestion before the consumer.
+  lowerConsumerPriority(options.nice ?? 0, options.logger);
   // A file locked by another connection past its busy timeout (after a SIGKILL: a WAL recovery, a
   // checkpoint on close) delays the start; it is not a reason to exit (consumer/sqlite-busy.ts).
   const opened = await retryWhileBusy(

@@ -10,6 +10,7 @@ import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { runViewWorker } from '../view-worker.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import { DEFAULT_HOT_LINKS, MAX_HOT_LINKS } from '../merged-view/view-hot-state.js';
+import { DEFAULT_CONSUMER_NICE, MAX_NICE } from '../consumer/consumer-priority.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
 import { parseIdentifier } from './lifecycle-commands.js';
@@ -87,7 +88,12 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         .env('ECAPI_VIEW_HOT_LINKS')
         .default(String(DEFAULT_HOT_LINKS)),
     )
-    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewRetentionEvery: string; viewPartitions?: string; viewHotLinks: string }) => {
+    .addOption(
+      new Option('--nice <n>', "CPU priority (nice, 0 to 19) of the consumer's threads: above 0 it yields the CPU to the serving processes and falls behind instead of slowing them; 0 leaves it alone")
+        .env('ECAPI_WORKER_NICE')
+        .default(String(DEFAULT_CONSUMER_NICE)),
+    )
+    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewRetentionEvery: string; viewPartitions?: string; viewHotLinks: string; nice: string }) => {
       const g = ctx.globals();
       const batchSize = Number(opts.batchSize);
       if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) throw new CliError(`invalid batch size "${opts.batchSize}"`);
@@ -97,6 +103,10 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       }
       const viewHotLinks = Number(opts.viewHotLinks);
       if (!Number.isInteger(viewHotLinks) || viewHotLinks < 0 || viewHotLinks > MAX_HOT_LINKS) throw new CliError(`invalid hot link count "${opts.viewHotLinks}" (0 to ${MAX_HOT_LINKS})`);
+      const nice = /^\d{1,2}$/.test(opts.nice) ? Number(opts.nice) : Number.NaN;
+      if (!(nice >= 0 && nice <= MAX_NICE)) {
+        throw new CliError(`invalid nice value "${opts.nice}" (--nice or ECAPI_WORKER_NICE: 0 to ${MAX_NICE}; 0 leaves the consumer's CPU priority alone)`);
+      }
       const retentionMs = opts.retention === '0' ? 0 : parseDurationMs(opts.retention);
       const retentionEveryMs = parseDurationMs(opts.retentionEvery);
       const viewRetentionEveryMs = parseDurationMs(opts.viewRetentionEvery);
@@ -122,7 +132,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       });
       ctx.keepAlive(
         runViewWorker({
-          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs, viewRetentionEveryMs, viewPartitions, viewHotLinks,
+          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs, viewRetentionEveryMs, viewPartitions, viewHotLinks, nice,
         }).finally(() => logger.flush()),
       );
     });

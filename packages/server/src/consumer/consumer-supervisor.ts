@@ -4,8 +4,10 @@
  * backoff that resets once it has run for a minute), and stops it with SIGTERM on shutdown.
  *
  * A separate process, not a thread of a serving process: the consumer's CPU and SQLite work never
- * competes with the event loops that answer requests, and a crash of either side leaves the other
- * running.
+ * blocks the event loops that answer requests, and a crash of either side leaves the other
+ * running. It inherits this process's environment, ECAPI_WORKER_NICE included: the consumer lowers
+ * its own threads' CPU priority (consumer-priority.ts), so that on a busy machine the serving
+ * processes get the cores first.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
