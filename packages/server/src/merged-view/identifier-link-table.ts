@@ -37,7 +37,7 @@
  *   and its bucket index (256 bytes at the least); the bound in links is the caller's (view-hot-state.ts), `byteSize` what
  *   the table holds.
  */
-import { hash } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 
 /** 32-bit words of a key: the tag, then 32 bytes. */
 const KEY_WORDS = 9;
@@ -131,8 +131,9 @@ export function identityKeySeq(identityKey: string): number {
   return Number.isSafeInteger(seq) ? seq : -1;
 }
 
+/** A table's hash seed: from the system's CSPRNG, so that no sender can learn or predict it. */
 function randomSeed(): number {
-  return (Math.random() * 0x1_0000_0000) >>> 0;
+  return randomBytes(4).readUInt32LE(0);
 }
 
 export class IdentifierLinkTable {
