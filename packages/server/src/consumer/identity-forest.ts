@@ -12,9 +12,9 @@
  * forest is a function of the queue, never of the clock or of batch boundaries.
  */
 import { pairKey, type IdentifierLink, type IdentityNode, type ViewTransaction } from '../merged-view/view-store.js';
+import { identityKeyFor } from '../model/identity-key.js';
 
-/** Identity key of an identity created by the record at queue position `seq`. */
-export const identityKeyFor = (seq: number) => `ik_${seq}`;
+export { identityKeyFor };
 
 type MutableNode = { -readonly [K in keyof IdentityNode]: IdentityNode[K] };
 

@@ -15,8 +15,7 @@
  *   the whole identifier string, tag 6. Two such identifiers share a key only if their SHA-256
  *   digests collide, which nobody can arrange; the other kinds are encoded without loss.
  * So equal keys mean equal identifiers, and a lookup that finds nothing is a true absence. Values
- * are the queue positions of the identity keys (`ik_<seq>`, consumer/identity-forest.ts
- * `identityKeyFor`) as float64 (exact up to 2^53); a key of another form is not taken (`set`
+ * are the queue positions of the identity keys (`ik_<seq>`, model/identity-key.ts) as float64 (exact up to 2^53); a key of another form is not taken (`set`
  * answers false and the caller stops holding the data set).
  *
  * Layout: entries (nine key words, the index of the next entry of the same bucket, a float64 value)
@@ -38,6 +37,7 @@
  *   the table holds.
  */
 import { hash, randomBytes } from 'node:crypto';
+import { identityKeyFor, identityKeySeq } from '../model/identity-key.js';
 
 /** 32-bit words of a key: the tag, then 32 bytes. */
 const KEY_WORDS = 9;
@@ -119,18 +119,6 @@ export function encodeIdentifier(identifier: string, out: Uint32Array): void {
   for (let w = 0; w < 8; w++) out[1 + w] = digest.readUInt32BE(4 * w);
 }
 
-/** Queue position of an identity key `ik_<seq>`, or -1 for a key of another form. */
-export function identityKeySeq(identityKey: string): number {
-  if (!identityKey.startsWith('ik_') || identityKey.length < 4 || identityKey.length > 19) return -1;
-  let seq = 0;
-  for (let i = 3; i < identityKey.length; i++) {
-    const c = identityKey.charCodeAt(i);
-    if (c < 48 || c > 57 || (c === 48 && i === 3 && identityKey.length > 4)) return -1;
-    seq = seq * 10 + (c - 48);
-  }
-  return Number.isSafeInteger(seq) ? seq : -1;
-}
-
 /** A table's hash seed: from the system's CSPRNG, so that no sender can learn or predict it. */
 function randomSeed(): number {
   return randomBytes(4).readUInt32LE(0);
@@ -170,7 +158,7 @@ export class IdentifierLinkTable {
     const key = this.#key;
     encodeIdentifier(identifier, key);
     const entry = this.#find(key, this.#bucketOf(key));
-    return entry >= 0 ? `ik_${this.#values[entry >>> CHUNK_BITS]![entry & CHUNK_MASK]}` : undefined;
+    return entry >= 0 ? identityKeyFor(this.#values[entry >>> CHUNK_BITS]![entry & CHUNK_MASK]!) : undefined;
   }
 
   /**

@@ -430,9 +430,9 @@ export class SqliteViewStore implements ViewStore {
   }
 
   /** Lookups the hot state answered and passed on to the file, its size, and its full loads (tests; null without hot state). */
-  hotStats(): { hits: number; misses: number; links: number; loads: number; loaded: number; bytes: number } | null {
+  hotStats(): { hits: number; misses: number; links: number; loads: number; loaded: number } | null {
     const hot = this.#hot;
-    return hot ? { hits: hot.hits, misses: hot.misses, links: hot.size, loads: hot.loads, loaded: hot.loaded, bytes: hot.byteSize } : null;
+    return hot ? { hits: hot.hits, misses: hot.misses, links: hot.size, loads: hot.loads, loaded: hot.loaded } : null;
   }
 
   async offset(consumer: string): Promise<number> {

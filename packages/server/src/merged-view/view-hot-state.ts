@@ -80,13 +80,6 @@ export class ViewHotState {
     return this.#count;
   }
 
-  /** Bytes the held tables take (off the V8 heap). */
-  get byteSize(): number {
-    let bytes = 0;
-    for (const table of this.#links.values()) bytes += table.byteSize;
-    return bytes;
-  }
-
   /** Forgets everything (the file changed under it). */
   clear(): void {
     this.#links.clear();

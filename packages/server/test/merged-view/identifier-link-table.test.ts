@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { encodeIdentifier, identityKeySeq, IdentifierLinkTable } from '../../src/merged-view/identifier-link-table.js';
+import { encodeIdentifier, IdentifierLinkTable } from '../../src/merged-view/identifier-link-table.js';
+import { identityKeySeq } from '../../src/model/identity-key.js';
 
 const hex = (n: number) => fc.stringMatching(new RegExp(`^[0-9a-f]{${n}}$`));
 const uuid = fc.tuple(hex(8), hex(4), hex(4), hex(4), hex(12)).map((p) => p.join('-'));
