@@ -11,6 +11,7 @@ import type { DeletionKind, DeletionRequest } from '../lifecycle/lifecycle-backe
 import { CliError } from './cli-io.js';
 import type { CliContext } from './cli-context.js';
 import type { Storage } from '../storage/storage.js';
+import { identityKeySeq } from '../model/identity-key.js';
 
 /** Exit code of a request the worker has not carried out within the wait. */
 export const PENDING_EXIT_CODE = 3;
@@ -139,7 +140,7 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
     .option('--no-wait', 'return at once; the worker carries the request out')
     .action((dataSetId: string, opts: { identifier?: string; identityKey?: string; suppress: boolean; actor?: string; wait: boolean | string }) => {
       if ((opts.identifier === undefined) === (opts.identityKey === undefined)) throw new CliError('give exactly one of --identifier and --identity-key');
-      if (opts.identityKey !== undefined && !/^ik_\d+$/.test(opts.identityKey)) throw new CliError(`invalid identity key "${opts.identityKey.slice(0, 80)}": identity keys look like ik_123`);
+      if (opts.identityKey !== undefined && identityKeySeq(opts.identityKey) < 0) throw new CliError(`invalid identity key "${opts.identityKey.slice(0, 80)}": identity keys look like ik_123`);
       const [kind, target]: [DeletionKind, string] = opts.identifier !== undefined ? ['forget_identifier', parseIdentifier(opts.identifier)] : ['forget_identity', opts.identityKey!];
       return submit(dataSetId, kind, target, opts);
     });

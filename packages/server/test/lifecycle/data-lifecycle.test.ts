@@ -139,6 +139,8 @@ test('identities forget, events delete, --suppress and the audit log; bad input 
       [['identities', 'forget', 'shop', '--identifier', 'fax:123'], /use <type>:<value>/],
       [['identities', 'forget', 'shop'], /exactly one of --identifier and --identity-key/],
       [['identities', 'forget', 'shop', '--identity-key', 'bob'], /identity keys look like ik_123/],
+      // A key no identity can have (model/identity-key.ts: no leading zero), refused the same way.
+      [['identities', 'forget', 'shop', '--identity-key', 'ik_007'], /identity keys look like ik_123/],
       [['events', 'delete', 'nope', 'a-1'], /unknown data set/],
     ] as const;
     for (const [args, message] of bad) {
