@@ -7,9 +7,9 @@
  * view: the consumer is asynchronous, and a slow one must only show as lag (`worker status`,
  * `ecapi_consumer_lag_*`). At the same priority, though, its threads (one per view partition, the
  * main thread's checkpoints, V8's helpers) take their share of a small machine's cores from the
- * event loops that answer senders: on 2 cores the default node answered single events at 54-65%
- * of a bare HMAC+parse server's rate with its consumer on, 91-99% with it off (bench/README.md,
- * issue 30). At a lower priority the scheduler gives the CPU to the serving processes whenever
+ * event loops that answer senders: on 2 cores the default node answered single events at 52-65%
+ * of a bare HMAC+parse server's rate with its consumer on, 76-99% with it off; at nice 10, 21% more
+ * than at nice 0 on an idle machine, and nice 19 no more than 10 (bench/README.md, issue 30). At a lower priority the scheduler gives the CPU to the serving processes whenever
  * both want it and to the consumer in the time they leave idle: under overload the lag grows
  * instead of the answers slowing down, and the consumer catches up when the load falls. On an idle
  * machine it changes nothing (a lone runnable thread gets a core whatever its nice).
