@@ -32,11 +32,14 @@ export interface PartitionAssignment {
   release?(): Promise<void>;
 }
 
+/** A lane's idle poll interval when none is given (ms). */
+export const DEFAULT_POLL_MS = 100;
+
 export interface ConsumerLoopOptions {
   readonly logger: Logger;
   /** Resolves when the loop must stop (after the batches in progress). */
   readonly stopped: Promise<void>;
-  /** Idle poll interval of a lane (default 100 ms). */
+  /** Idle poll interval of a lane (default DEFAULT_POLL_MS, 100 ms). */
   readonly pollMs?: number;
   /** Heartbeat, merge-window refresh; every `tickMs` (default 2 s). */
   readonly onTick?: () => Promise<void> | void;
@@ -47,7 +50,7 @@ export interface ConsumerLoopOptions {
 
 export async function runConsumerLoop(assignment: PartitionAssignment, options: ConsumerLoopOptions): Promise<void> {
   const { logger } = options;
-  const pollMs = options.pollMs ?? 100;
+  const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
   const tickMs = options.tickMs ?? 2000;
   const refreshMs = assignment.refreshMs ?? Number.POSITIVE_INFINITY;
   let stop = false;

@@ -24,12 +24,15 @@
  * process whose lease expired) apply each record exactly once in effect, and since a partition's
  * offset only moves past records that were applied, none is skipped.
  *
+ * An idle lane costs nothing while the queue's head does not move (queue-head-watch.ts): the head is
+ * read once for all lanes, and a lane whose last step found nothing steps again only when it moved.
+ *
  * Retention: a worker deletes, in its own partitions, the segments that its offset has passed and
  * that are older than the retention, in batches of RETENTION_BATCH rows (a short DELETE by primary
  * key; row locks only, so ingestion never waits for it).
  */
 import type { Environment } from '../config.js';
-import { runConsumerLoop, type PartitionAssignment, type PartitionStepper } from './consumer-loop.js';
+import { DEFAULT_POLL_MS, runConsumerLoop, type PartitionAssignment, type PartitionStepper } from './consumer-loop.js';
 import { ViewConsumer } from './view-consumer.js';
 import type { PostgresViewStore } from '../merged-view/postgres-view-store.js';
 import { readSegments } from '../queue/postgres-event-queue.js';
@@ -39,6 +42,7 @@ import { DB_NOW_MS, type Pool } from '../postgres/database.js';
 import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
 import { VIEW_CONSUMER, partitionConsumer } from '../model/consumer-offsets.js';
 import { lagOf, type ConsumerLag } from '../model/consumer-lag.js';
+import { QueueHeadWatch, skippingWhileIdle } from './queue-head-watch.js';
 
 export const LEASE_MS = 15_000;
 export const RENEW_MS = 3_000;
@@ -63,6 +67,8 @@ class LeasedPartitions implements PartitionAssignment {
   readonly #leaseMs: number;
   /** Owned partitions and their steppers (kept while owned, so a lane keeps running). */
   readonly owned = new Map<number, PartitionStepper>();
+  /** The queue's head, read once for every lane (at most every half poll interval). */
+  readonly head: QueueHeadWatch;
 
   constructor(pool: Pool, store: PostgresViewStore, options: PartitionedConsumerOptions) {
     this.#pool = pool;
@@ -70,6 +76,10 @@ class LeasedPartitions implements PartitionAssignment {
     this.#options = options;
     this.#leaseMs = options.leaseMs ?? LEASE_MS;
     this.refreshMs = options.renewMs ?? RENEW_MS;
+    this.head = new QueueHeadWatch(
+      async () => Number((await pool.query<{ next_seq: string }>('SELECT next_seq FROM queue_head WHERE id = 1')).rows[0]!.next_seq),
+      (options.pollMs ?? DEFAULT_POLL_MS) / 2,
+    );
   }
 
   #stepper(part: number): PartitionStepper {
@@ -85,7 +95,7 @@ class LeasedPartitions implements PartitionAssignment {
       },
     );
     const step = suppressions ? async () => (await suppressions.refresh(), consumer.step()) : () => consumer.step();
-    return { name: `p${String(part).padStart(2, '0')}`, step };
+    return skippingWhileIdle({ name: `p${String(part).padStart(2, '0')}`, step }, this.head);
   }
 
   async refresh(): Promise<readonly PartitionStepper[]> {
