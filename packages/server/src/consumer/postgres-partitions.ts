@@ -24,8 +24,9 @@
  * process whose lease expired) apply each record exactly once in effect, and since a partition's
  * offset only moves past records that were applied, none is skipped.
  *
- * An idle lane costs nothing while the queue's head does not move (queue-head-watch.ts): the head is
- * read once for all lanes, and a lane whose last step found nothing steps again only when it moved.
+ * An idle lane costs nothing while its partition gets nothing new (queue-head-watch.ts): the queue's
+ * head and the partitions appended since are read once for all lanes, and a lane whose last step
+ * found nothing steps again only when its partition got segments.
  *
  * Retention: a worker deletes, in its own partitions, the segments that its offset has passed and
  * that are older than the retention, in batches of RETENTION_BATCH rows (a short DELETE by primary
@@ -76,10 +77,17 @@ class LeasedPartitions implements PartitionAssignment {
     this.#options = options;
     this.#leaseMs = options.leaseMs ?? LEASE_MS;
     this.refreshMs = options.renewMs ?? RENEW_MS;
-    this.head = new QueueHeadWatch(
-      async () => Number((await pool.query<{ next_seq: string }>('SELECT next_seq FROM queue_head WHERE id = 1')).rows[0]!.next_seq),
-      (options.pollMs ?? DEFAULT_POLL_MS) / 2,
-    );
+    this.head = new QueueHeadWatch(async (since) => {
+      // One statement, one snapshot: the head and the partitions of the segments below it since the
+      // previous read (a range of the primary key: what ~50 ms of appends wrote).
+      const { rows } = await pool.query<{ next_seq: string; parts: number[] | null }>(
+        `SELECT h.next_seq, CASE WHEN $1::bigint < 0 THEN NULL
+           ELSE ARRAY(SELECT DISTINCT part FROM queue_segments WHERE first_seq >= $1::bigint AND first_seq < h.next_seq) END AS parts
+         FROM queue_head h WHERE h.id = 1`,
+        [since],
+      );
+      return { head: Number(rows[0]!.next_seq), parts: rows[0]!.parts };
+    }, (options.pollMs ?? DEFAULT_POLL_MS) / 2);
   }
 
   #stepper(part: number): PartitionStepper {
@@ -95,7 +103,7 @@ class LeasedPartitions implements PartitionAssignment {
       },
     );
     const step = suppressions ? async () => (await suppressions.refresh(), consumer.step()) : () => consumer.step();
-    return skippingWhileIdle({ name: `p${String(part).padStart(2, '0')}`, step }, this.head);
+    return skippingWhileIdle({ name: `p${String(part).padStart(2, '0')}`, step }, part, this.head);
   }
 
   async refresh(): Promise<readonly PartitionStepper[]> {

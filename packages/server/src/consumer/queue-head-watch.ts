@@ -1,43 +1,63 @@
 /**
- * Idle lanes that cost nothing while the queue does not move (the PostgreSQL profile's consumer).
+ * Idle lanes that cost nothing while their partition gets nothing new (the PostgreSQL profile's
+ * consumer).
  *
  * A `worker` on PostgreSQL runs one lane per queue partition it leases (postgres-partitions.ts),
  * and an idle lane polls every 100 ms: its step reads its offset and looks for segments after it,
  * three queries that find nothing. With 16 partitions that was ~480 queries a second from one idle
- * worker (bench/README.md, issue 30: ~11% of a core, the worker's and the database's together),
- * and it stays that way for the 15 idle lanes while one data set's lane applies a backlog.
+ * worker (bench/README.md, issue 30: ~17% of a core, the worker's and the database's together),
+ * and it stayed that way for the 15 idle lanes while one data set's lane applied its records.
  *
- * The queue has one head, `queue_head.next_seq`, moved by every append in the transaction that
+ * The queue has one head, `queue_head.next_seq`, moved by every append in the statement that
  * inserts the segments (postgres-event-queue.ts). Appends take that row's lock, so they commit in
- * queue order, and a reader that sees head H sees every segment below H. Hence the rule:
+ * queue order, and a reader that sees head H sees every segment below H. The watch reads, in one
+ * statement (one snapshot), the head and the partitions of the segments appended since its previous
+ * read, and keeps the last HISTORY such intervals. Hence the rule:
  * - a lane reads the head (H) **before** it steps; a step that found nothing (`moved: false`) means
- *   its partition has no record in [its offset, H) left to apply;
- * - as long as the head still reads H, nothing was appended anywhere, so the lane does not step: it
- *   answers "idle" at the cost of nothing (the head is read once for all lanes of the worker, at
- *   most every `maxAgeMs`);
- * - when the head moves, every idle lane steps once again, and rests again if its partition got
- *   nothing.
+ *   its partition has no record below H left to apply (idle at H);
+ * - later, at head H2, if no interval between H and H2 names its partition (or H2 = H), nothing was
+ *   appended to it: the lane does not step, and is idle at H2;
+ * - otherwise (its partition got segments, or the intervals do not reach back to H) it steps.
  * Nothing else creates work for a lane: offsets only move forward and only by consumers (a lane
  * that another worker overtook just finds less), erasers and retention only remove, and a
  * partition newly leased gets a new lane, which steps first. The cost is latency: a new record is
- * noticed up to `maxAgeMs` later than before (the head read shared by the lanes is that old at
- * most), on top of the lane's poll interval.
+ * noticed up to `maxAgeMs` later than before (the read shared by the lanes is that old at most),
+ * on top of the lane's poll interval; and one read per `maxAgeMs` for the whole worker.
  */
 import type { PartitionStepper } from './consumer-loop.js';
 import type { StepResult } from './view-consumer.js';
 
-/** The queue's head (the next sequence number to be assigned), read at most every `maxAgeMs` for every caller. */
+/** One read of the queue: its head, and the partitions with segments in [since, head) (null: not known). */
+export interface HeadRead {
+  readonly head: number;
+  readonly parts: readonly number[] | null;
+}
+
+/** Appended intervals kept; a lane idle since before the oldest one simply steps. */
+const HISTORY = 64;
+
+interface Interval {
+  readonly from: number;
+  readonly to: number;
+  /** Partitions that got segments in [from, to); null: not known (the first read). */
+  readonly parts: ReadonlySet<number> | null;
+}
+
+/** The queue's head and what was appended where, read at most every `maxAgeMs` for every caller. */
 export class QueueHeadWatch {
-  readonly #read: () => Promise<number>;
+  readonly #read: (since: number) => Promise<HeadRead>;
   readonly #maxAgeMs: number;
   readonly #now: () => number;
   #value = -1;
   #readAt = Number.NEGATIVE_INFINITY;
   #inFlight: Promise<number> | null = null;
-  /** Reads of the head made (for tests and the bench: what the lanes cost while idle). */
+  /** Contiguous intervals, oldest first, ending at the head last read. */
+  readonly #history: Interval[] = [];
+  /** Reads made (for tests and the bench: what the lanes cost while idle). */
   reads = 0;
 
-  constructor(read: () => Promise<number>, maxAgeMs: number, now: () => number = () => performance.now()) {
+  /** `read(since)`: the head, and the partitions of the segments in [since, head); `since` is -1 at the first read. */
+  constructor(read: (since: number) => Promise<HeadRead>, maxAgeMs: number, now: () => number = () => performance.now()) {
     this.#read = read;
     this.#maxAgeMs = maxAgeMs;
     this.#now = now;
@@ -51,13 +71,18 @@ export class QueueHeadWatch {
     if (this.#now() - this.#readAt < this.#maxAgeMs) return Promise.resolve(this.#value);
     if (this.#inFlight) return this.#inFlight;
     const started = this.#now();
+    const since = this.#value;
     this.reads++;
-    this.#inFlight = this.#read().then(
-      (value) => {
-        this.#value = value;
+    this.#inFlight = this.#read(since).then(
+      ({ head, parts }) => {
+        if (head > since) {
+          this.#history.push({ from: since, to: head, parts: since < 0 || parts === null ? null : new Set(parts) });
+          if (this.#history.length > HISTORY) this.#history.shift();
+        }
+        this.#value = Math.max(head, since);
         this.#readAt = started;
         this.#inFlight = null;
-        return value;
+        return this.#value;
       },
       (error: unknown) => {
         this.#inFlight = null;
@@ -66,22 +91,41 @@ export class QueueHeadWatch {
     );
     return this.#inFlight;
   }
+
+  /**
+   * Whether partition `part` may have got segments in [from, to): false only when the intervals
+   * read cover that range and none names it. `to` is a head this watch returned.
+   */
+  appendedTo(part: number, from: number, to: number): boolean {
+    if (from >= to) return false;
+    const oldest = this.#history[0];
+    if (oldest === undefined || oldest.from > from) return true; // not read back that far
+    for (const interval of this.#history) {
+      if (interval.to <= from || interval.from >= to) continue;
+      if (interval.parts === null || interval.parts.has(part)) return true;
+    }
+    return false;
+  }
 }
 
 /**
- * `stepper`, except that after a step that found nothing it does not step again until the head
- * read by `watch` differs from the one read before that step; meanwhile it answers that step's
- * result (nothing applied, not moved). A failed head read fails the step (the loop retries it).
+ * `stepper` (the lane of queue partition `part`), except that after a step that found nothing it
+ * does not step again until `watch` shows segments appended to `part` since the head read before
+ * that step; meanwhile it answers that step's result (nothing applied, not moved). A failed read
+ * fails the step (the loop retries it).
  */
-export function skippingWhileIdle(stepper: PartitionStepper, watch: QueueHeadWatch): PartitionStepper {
-  /** The head read before the last step, when that step found nothing; -1 otherwise. */
+export function skippingWhileIdle(stepper: PartitionStepper, part: number, watch: QueueHeadWatch): PartitionStepper {
+  /** A head below which the partition has nothing left to apply, when the last step found nothing; -1 otherwise. */
   let idleAt = -1;
   let idle: StepResult | null = null;
   return {
     name: stepper.name,
     async step() {
       const head = await watch.head();
-      if (idle !== null && head === idleAt) return idle;
+      if (idle !== null && !watch.appendedTo(part, idleAt, head)) {
+        idleAt = Math.max(idleAt, head);
+        return idle;
+      }
       const result = await stepper.step();
       idle = result.moved ? null : result;
       idleAt = result.moved ? -1 : head;

@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL profile's consumer (postgres-partitions.ts) on a real server: its idle lanes do not
- * query the queue or their offsets while the queue's head does not move, and an append wakes them
- * (queue-head-watch.ts). Skipped without ECAPI_TEST_DATABASE_URL. No timing is asserted: the test
+ * query the queue or their offsets while their partition gets nothing, whether the queue stands
+ * still or another partition is appended to, and an append to theirs wakes them (queue-head-watch.ts). Skipped without ECAPI_TEST_DATABASE_URL. No timing is asserted: the test
  * waits for counts of what the worker did, however fast the machine is.
  */
 import { test } from 'node:test';
@@ -16,6 +16,7 @@ import { VIEW_CONSUMER } from '../../src/model/consumer-offsets.js';
 import { recordKeyForId } from '../../src/merged-view/merge.js';
 import type { QueueAppend } from '../../src/queue/event-queue.js';
 import { freshDatabase, pgOnly } from '../helpers/postgres.js';
+import { queuePartitionOf } from '../../src/postgres/partitions.js';
 
 const append = (dataSetId: string, id: string): QueueAppend => ({
   requestId: `r-${id}`,
@@ -28,13 +29,13 @@ const append = (dataSetId: string, id: string): QueueAppend => ({
 });
 
 /** The pool, with every `query` text it is given recorded (what the worker asks of the database). */
-function recording(pool: pg.Pool): { pool: pg.Pool; texts: string[] } {
-  const texts: string[] = [];
+function recording(pool: pg.Pool): { pool: pg.Pool; queries: Query[] } {
+  const queries: Query[] = [];
   const proxy = new Proxy(pool, {
     get(target, prop) {
       if (prop === 'query') {
         return (text: string | { text: string }, ...rest: unknown[]) => {
-          texts.push(typeof text === 'string' ? text : text.text);
+          queries.push({ text: typeof text === 'string' ? text : text.text, params: Array.isArray(rest[0]) ? (rest[0] as unknown[]) : [] });
           return (target.query as (...args: unknown[]) => unknown)(text, ...rest);
         };
       }
@@ -42,10 +43,30 @@ function recording(pool: pg.Pool): { pool: pg.Pool; texts: string[] } {
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
-  return { pool: proxy, texts };
+  return { pool: proxy, queries };
 }
 
-const headReads = (texts: readonly string[]) => texts.filter((t) => /FROM queue_head WHERE id = 1$/.test(t.trim())).length;
+interface Query {
+  readonly text: string;
+  readonly params: readonly unknown[];
+}
+
+/** The watch's read (queue-head-watch.ts, as postgres-partitions.ts makes it): the head and what was appended where. */
+const isHeadRead = (q: Query) => /FROM queue_head h WHERE h\.id = 1/.test(q.text);
+const headReads = (queries: readonly Query[]) => queries.filter(isHeadRead).length;
+/** A lane's own work: its offset, its segments. The partition it was for, from the parameters. */
+function laneQuery(q: Query): number | null {
+  if (isHeadRead(q)) return null;
+  if (/consumer_offsets/.test(q.text)) {
+    const name = q.params.find((p) => typeof p === 'string' && p.startsWith(`${VIEW_CONSUMER}/p`)) as string | undefined;
+    return name === undefined ? -1 : Number(name.slice(VIEW_CONSUMER.length + 2));
+  }
+  if (/queue_segments/.test(q.text)) {
+    const part = q.params.length >= 2 ? Number(q.params[q.params.length - 1]) : NaN;
+    return Number.isInteger(part) ? part : -1;
+  }
+  return null;
+}
 
 async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
   for (let i = 0; i < 3000; i++) {
@@ -55,11 +76,11 @@ async function until(what: string, check: () => Promise<boolean> | boolean): Pro
   assert.fail(`gave up waiting: ${what}`);
 }
 
-test('PostgreSQL: idle lanes leave the queue alone while its head does not move; an append wakes them', pgOnly, async () => {
+test('PostgreSQL: idle lanes leave the queue alone while their partition gets nothing; an append to it wakes them', pgOnly, async () => {
   const url = await freshDatabase('lanes');
   await migrate(url, 'production');
   const pool = createPool(url, 'production', { max: 6 });
-  const { pool: watched, texts } = recording(pool);
+  const { pool: watched, queries } = recording(pool);
   const store = new PostgresViewStore(watched);
   const queue = new PostgresEventQueue(pool);
   let stop!: () => void;
@@ -75,28 +96,61 @@ test('PostgreSQL: idle lanes leave the queue alone while its head does not move;
   });
   const lag = async () => (await partitionedLag(pool, await store.offsets(`${VIEW_CONSUMER}/`), Date.now())).lag_records;
   try {
-    for (const ds of ['a', 'b', 'c']) await queue.append(append(ds, `${ds}-1`));
+    const [a, b, c] = ['a', 'b', 'c'];
+    const partOf = { a: queuePartitionOf(a), b: queuePartitionOf(b), c: queuePartitionOf(c) };
+    assert.equal(new Set(Object.values(partOf)).size, 3, 'three data sets in three partitions');
+    for (const ds of [a, b, c]) await queue.append(append(ds, `${ds}-1`));
     await until('the first records applied', async () => (await lag()) === 0);
-    // From the moment every lane is idle, none may read segments or offsets until something is
-    // appended. Windows of 50 head reads (the lanes keep polling the head) until three in a row show
-    // no such query; a worker whose idle lanes poll the queue never gets one.
-    let clean = 0;
-    let quiet = texts.length;
-    for (let window = 0; clean < 3; window++) {
-      assert.ok(window < 100, 'idle lanes kept reading the queue or their offsets while its head stood still');
-      const from = texts.length;
-      const mark = headReads(texts);
-      await until('the lanes keep polling the head', () => headReads(texts) >= mark + 50);
-      if (texts.slice(from).some((t) => /queue_segments|consumer_offsets/.test(t))) clean = 0;
-      else if (clean++ === 0) quiet = from;
-    }
-    assert.deepEqual(texts.slice(quiet).filter((t) => /queue_segments|consumer_offsets/.test(t)), []);
 
-    // An append moves the head: the lane of its partition wakes and applies it.
-    await queue.append(append('b', 'b-2'));
+    // Windows of 50 of the watch's reads (the lanes keep asking while they poll), until three in a
+    // row hold no lane query of a partition outside `allowed`; a worker whose idle lanes poll the
+    // queue never gets one. Returns where the first of the three began.
+    const settle = async (allowed: ReadonlySet<number>, what: string) => {
+      let clean = 0;
+      let quiet = queries.length;
+      for (let window = 0; clean < 3; window++) {
+        assert.ok(window < 100, what);
+        const from = queries.length;
+        const mark = headReads(queries);
+        await until('the lanes keep polling', () => headReads(queries) >= mark + 50);
+        const stray = queries.slice(from).map(laneQuery).some((part) => part !== null && !allowed.has(part));
+        if (stray) clean = 0;
+        else if (clean++ === 0) quiet = from;
+      }
+      return quiet;
+    };
+    const strays = (from: number, allowed: ReadonlySet<number>) => queries.slice(from).map(laneQuery).filter((part) => part !== null && !allowed.has(part));
+
+    // 1. Nothing appended: no lane reads the queue or its offset.
+    let quiet = await settle(new Set(), 'idle lanes kept reading the queue or their offsets while its head stood still');
+    assert.deepEqual(strays(quiet, new Set()), []);
+
+    // 2. A sender keeps appending to data set a: only a's lane works; the other lanes stay idle.
+    let sending = true;
+    let sent = 0;
+    const sender = (async () => {
+      while (sending) await queue.append(append(a, `a-busy-${++sent}`));
+    })();
+    try {
+      quiet = await settle(new Set([partOf.a]), 'lanes of partitions that got nothing stepped while another partition was appended to');
+      const before = sent;
+      const mark = headReads(queries);
+      await until('more appends and reads', () => sent >= before + 20 && headReads(queries) >= mark + 50);
+      assert.deepEqual(strays(quiet, new Set([partOf.a])), []);
+      assert.ok(queries.slice(quiet).some((q) => laneQuery(q) === partOf.a), "a's lane applied what was appended");
+    } finally {
+      sending = false;
+      await sender;
+    }
+    await until('a applied', async () => (await lag()) === 0);
+
+    // 3. An append to b wakes b's lane, which applies it.
+    const fromB = queries.length;
+    await queue.append(append(b, 'b-2'));
     await until('the new record applied', async () => (await lag()) === 0);
-    assert.ok(texts.slice(quiet).some((t) => /FROM queue_segments/.test(t)), 'a lane read the new segment');
-    assert.equal((await store.getRecord('b', recordKeyForId('b-2')))?.eventId, 'b-2');
+    assert.ok(queries.slice(fromB).some((q) => laneQuery(q) === partOf.b && /FROM queue_segments/.test(q.text)), "b's lane read the new segment");
+    assert.equal((await store.getRecord(b, recordKeyForId('b-2')))?.eventId, 'b-2');
+    assert.equal((await store.getRecord(a, recordKeyForId(`a-busy-${sent}`)))?.eventId, `a-busy-${sent}`);
   } finally {
     stop();
     await run;
