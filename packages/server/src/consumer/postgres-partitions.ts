@@ -26,7 +26,8 @@
  *
  * An idle lane costs nothing while its partition gets nothing new (queue-head-watch.ts): the queue's
  * head and the partitions appended since are read once for all lanes, and a lane whose last step
- * found nothing steps again only when its partition got segments.
+ * found nothing steps again only when its partition got segments. A lane that is applying reads its
+ * next batch while the current one's transaction runs (read-ahead-source.ts).
  *
  * Retention: a worker deletes, in its own partitions, the segments that its offset has passed and
  * that are older than the retention, in batches of RETENTION_BATCH rows (a short DELETE by primary
@@ -44,6 +45,7 @@ import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
 import { VIEW_CONSUMER, partitionConsumer } from '../model/consumer-offsets.js';
 import { lagOf, type ConsumerLag } from '../model/consumer-lag.js';
 import { QueueHeadWatch, skippingWhileIdle } from './queue-head-watch.js';
+import { readingAhead } from './read-ahead-source.js';
 
 export const LEASE_MS = 15_000;
 export const RENEW_MS = 3_000;
@@ -94,7 +96,7 @@ class LeasedPartitions implements PartitionAssignment {
     const { suppressions } = this.#options;
     const consumer = new ViewConsumer(
       this.#store,
-      { read: (fromSeq, limit) => readSegments(this.#pool, { fromSeq, limit, part }), close: async () => undefined },
+      readingAhead((fromSeq, limit) => readSegments(this.#pool, { fromSeq, limit, part })),
       {
         batchSize: this.#options.batchSize,
         mergeWindowMs: this.#options.mergeWindowMs,
