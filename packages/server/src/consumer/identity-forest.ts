@@ -14,8 +14,6 @@
 import { pairKey, type IdentifierLink, type IdentityNode, type ViewTransaction } from '../merged-view/view-store.js';
 import { identityKeyFor } from '../model/identity-key.js';
 
-export { identityKeyFor };
-
 type MutableNode = { -readonly [K in keyof IdentityNode]: IdentityNode[K] };
 
 export class IdentityForest {

@@ -71,7 +71,7 @@ class LeasedPartitions implements PartitionAssignment {
   /** Owned partitions and their steppers (kept while owned, so a lane keeps running). */
   readonly owned = new Map<number, PartitionStepper>();
   /** The queue's head, read once for every lane (at most every half poll interval). */
-  readonly head: QueueHeadWatch;
+  readonly #head: QueueHeadWatch;
 
   constructor(pool: Pool, store: PostgresViewStore, options: PartitionedConsumerOptions) {
     this.#pool = pool;
@@ -79,7 +79,7 @@ class LeasedPartitions implements PartitionAssignment {
     this.#options = options;
     this.#leaseMs = options.leaseMs ?? LEASE_MS;
     this.refreshMs = options.renewMs ?? RENEW_MS;
-    this.head = new QueueHeadWatch(async (since) => {
+    this.#head = new QueueHeadWatch(async (since) => {
       // One statement, one snapshot: the head and the partitions of the segments below it since the
       // previous read (a range of the primary key: what ~50 ms of appends wrote).
       const { rows } = await pool.query<{ next_seq: string; parts: number[] | null }>(
@@ -105,7 +105,7 @@ class LeasedPartitions implements PartitionAssignment {
       },
     );
     const step = suppressions ? async () => (await suppressions.refresh(), consumer.step()) : () => consumer.step();
-    return skippingWhileIdle({ name: `p${String(part).padStart(2, '0')}`, step }, part, this.head);
+    return skippingWhileIdle({ name: `p${String(part).padStart(2, '0')}`, step }, part, this.#head);
   }
 
   async refresh(): Promise<readonly PartitionStepper[]> {

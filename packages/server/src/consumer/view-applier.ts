@@ -24,8 +24,6 @@ import { CounterDeltas } from './counter-deltas.js';
 import { IdentityForest } from './identity-forest.js';
 import { mergeStep, type MergeStep } from './record-merge.js';
 
-export { identityKeyFor } from './identity-forest.js';
-
 export interface ApplyOptions {
   /** Record update window of a data set, in milliseconds. */
   mergeWindowMs(dataSetId: string): number;

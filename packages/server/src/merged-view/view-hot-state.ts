@@ -1,5 +1,3 @@
-import { IdentifierLinkTable } from './identifier-link-table.js';
-
 /**
  * Hot state of one embedded view partition, kept in memory by its consumer across batches: the
  * identifier links it has read or written (identifier → identity key, per data set), so that a
@@ -38,6 +36,7 @@ import { IdentifierLinkTable } from './identifier-link-table.js';
  * per event (bench/README.md, issue 30, "Compact hot links"); a small data set costs what its
  * links take (from 12 KiB); `--view-hot-links 0` turns it off.
  */
+import { IdentifierLinkTable } from './identifier-link-table.js';
 
 /**
  * Links a partition's consumer keeps in memory by default (`worker --view-hot-links`): 2,000,000,

@@ -6,7 +6,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { IdentityForest, identityKeyFor } from '../../src/consumer/identity-forest.js';
+import { IdentityForest } from '../../src/consumer/identity-forest.js';
+import { identityKeyFor } from '../../src/model/identity-key.js';
 import { pairKey, type IdentityNode } from '../../src/merged-view/view-store.js';
 
 const DS = 'ds';
