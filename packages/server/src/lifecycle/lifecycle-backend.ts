@@ -173,13 +173,33 @@ export interface ViewEraser {
 }
 
 /**
- * A request's deletions in the view: counts, and the records it deleted that had merged an event
- * queued after the request's bound (their event ids: those queued copies are erased too, so that
- * view and queue agree), up to `maxSeq`.
+ * A record a request deleted, as the queue's erasure needs it: its event id and the last queue
+ * position merged into it. The queued copies with that id are erased up to the bound, and after it
+ * up to `lastSeq` (re-sends merged into the record after the bound, "straddlers"), so that view and
+ * queue agree; a copy queued after `lastSeq` was not in the record and is kept (it starts a new
+ * record once the consumer applies it).
+ */
+export interface ErasedRecord {
+  readonly eventId: string;
+  readonly lastSeq: number;
+}
+
+/** An ErasedRecord as both stores keep it in a request's tally: one string, so that tallies merge as sets. */
+export const erasedRecordEntry = (record: ErasedRecord): string => `${record.lastSeq} ${record.eventId}`;
+
+/** The ErasedRecord of a tally entry (erasedRecordEntry). */
+export function erasedRecordOf(entry: string): ErasedRecord {
+  const space = entry.indexOf(' ');
+  return { lastSeq: Number(entry.slice(0, space)), eventId: entry.slice(space + 1) };
+}
+
+/**
+ * A request's deletions in the view: counts, and every deleted record that had an event id (its
+ * queued copies are erased with it), the highest `lastSeq` of them in `maxSeq` (0: none).
  */
 export interface ViewTally extends ErasedCounts {
   readonly maxSeq: number;
-  readonly straddlers: string[];
+  readonly erased: readonly ErasedRecord[];
 }
 
 /**

@@ -7,19 +7,25 @@
  * A deletion request waits until the consumer has applied the queue up to the request's bound B (the
  * queue's last sequence number when it was made); then every copy of the person's data that existed
  * at request time is in the view, where it is deleted, and in the queue, where it is erased
- * (sqlite-queue-eraser.ts). Suppressed identifiers are added before that wait, so records the
- * consumer applies meanwhile are already dropped (view-applier.ts `suppressed`).
+ * (sqlite-queue-eraser.ts). With --suppress, the identity's identifiers are suppressed only then
+ * (not before the wait: an event queued before the request must still be applied, or the identity
+ * and its other identifiers would never be found), and once every consumer has the new list, every
+ * record of the identity goes, those of events sent after the request and applied meanwhile too;
+ * what the consumer applies after that is dropped (view-applier.ts `suppressed`).
  *
  * What a request covers (issue 29, docs "Data lifecycle"): the events queued up to B, in the queue
  * and in the view alike. A view record whose first event was queued up to B is deleted; one first
- * queued after B stays, as its queued copy does. A deleted record that had merged a re-send queued
- * after B (a "straddler") takes that re-send's queued copy with it, so view and queue agree.
+ * queued after B stays, as its queued copy does. A deleted record takes the queued copies of its
+ * event id with it: those up to B (whether or not they carried the person's identifiers), and a
+ * re-send queued after B that it had merged (a "straddler", up to the record's last position), so
+ * view and queue agree; a copy queued after that position was never in the record and stays.
  *
  * Crash safety (issue 29): the claim names its owner (claim-owner.ts), so a worker restarted after
  * a SIGKILL takes the request over at once, and renews it at every step. Every deletion is counted
  * by the transaction that makes it (the erasers' tallies), so the audit log's counts are exact over
- * all attempts. Order: view records, queue copies (their body-log bytes zeroed and synced),
- * suppression, the identity tree, then the counts are settled in the request; then the tallies go,
+ * all attempts. Order: (with --suppress) suppression and the wait for the consumers, view records,
+ * queue copies (their body-log bytes zeroed and synced), the identity tree, then the counts are
+ * settled in the request; then the tallies go,
  * the WALs are truncated, and only then is the request marked done: "done" means no byte is left.
  *
  * Space (issue 29): a person's deletion runs in transactions of a few hundred rows with a
@@ -89,7 +95,6 @@ export class LifecycleRunner {
     await this.#b.queue.overwritePending();
     for (const request of await this.#b.store.pending()) {
       if (this.#stopping) return;
-      if (request.suppress) await this.#suppressEarly(request);
       if (!(await this.#b.applied(request.dataSetId, request.boundSeq))) {
         this.#waiting(request, 'the consumer has not applied the queue up to the request yet');
         continue; // not everything it must delete is in the view yet
@@ -128,11 +133,6 @@ export class LifecycleRunner {
     if (this.#waitReason.get(request.id) === reason) return;
     this.#waitReason.set(request.id, reason);
     this.#o.logger.info({ request_id: request.id, data_set_id: request.dataSetId, reason }, 'deletion request waiting');
-  }
-
-  /** The requested identifier is suppressed at once (its identity's other identifiers once resolved). */
-  async #suppressEarly(request: DeletionRequest): Promise<void> {
-    if (request.kind === 'forget_identifier' && request.target !== null) await this.#b.store.suppress(request.dataSetId, [request.targetDigest], request.id);
   }
 
   /** Before each step: renew the claim, and wait while the data dir is nearly full. */
@@ -179,13 +179,22 @@ export class LifecycleRunner {
         const target = request.target!;
         const identity = (await eraser?.findIdentity(dataSetId, request.kind === 'forget_identifier' ? { identifier: target } : { identityKey: target })) ?? null;
         identifiers = identity ? identity.identifiers : request.kind === 'forget_identifier' ? [target] : [];
+        // --suppress: the person's identifiers are suppressed first, and only once every consumer has
+        // the new list do their records go, all of them: those of events sent after the request and
+        // applied before now included, since none can be added any more (what is suppressed is
+        // dropped before the view; their queued copies stay until queue retention).
+        if (request.suppress && identifiers.length > 0) {
+          await this.#b.store.suppress(dataSetId, await Promise.all(identifiers.map((i) => this.#b.store.digest(dataSetId, i))), request.id);
+          await new Promise((r) => setTimeout(r, 2 * SUPPRESSION_REFRESH_MS));
+        }
+        const coveredUpTo = request.suppress ? Number.MAX_SAFE_INTEGER : boundSeq;
         if (identity && eraser) {
           root = identity.root;
           const keys = new Set(identity.keys);
           let after: number | null = 0;
           while (after !== null) {
             await this.#step(request);
-            const step = await eraser.deleteIdentityRecords(id, dataSetId, { root, keys }, boundSeq, after, SCAN_BATCH);
+            const step = await eraser.deleteIdentityRecords(id, dataSetId, { root, keys }, coveredUpTo, after, SCAN_BATCH);
             await this.#b.store.noteDeletedEvents(dataSetId, step.deletedEventIds ?? [], id); // `events get` says it was deleted
             after = step.next;
             await yieldLoop();
@@ -194,11 +203,16 @@ export class LifecycleRunner {
         const wanted = new Set(identifiers);
         base = (event) => identifiersOf(normalizeEvent(event as never)).some((i) => wanted.has(i));
       }
-      // The queue: copies up to the bound, and re-sends merged after it into a deleted record.
+      // The queue: the person's copies up to the bound, and the copies of every deleted record: its
+      // id's up to the bound, and the re-sends merged into it after the bound (up to its last position).
       const tally = eraser ? await eraser.tally(id) : null;
-      const straddlers = new Set(tally?.straddlers ?? []);
-      const match = (event: Record<string, unknown>, seq: number) => (seq <= boundSeq ? base(event) : straddlers.has(event.id as string));
-      if (request.kind !== 'forget_identity' || identifiers.length > 0 || straddlers.size > 0) {
+      const erased = new Map<string, number>();
+      for (const r of tally?.erased ?? []) erased.set(r.eventId, Math.max(erased.get(r.eventId) ?? 0, r.lastSeq));
+      const match = (event: Record<string, unknown>, seq: number) => {
+        const lastSeq = typeof event.id === 'string' ? erased.get(event.id) : undefined;
+        return seq <= boundSeq ? lastSeq !== undefined || base(event) : lastSeq !== undefined && seq <= lastSeq;
+      };
+      if (request.kind !== 'forget_identity' || identifiers.length > 0 || erased.size > 0) {
         const upTo = Math.max(boundSeq, tally?.maxSeq ?? 0);
         let after: number | null = 0;
         while (after !== null) {
@@ -209,11 +223,6 @@ export class LifecycleRunner {
       }
       // Body-log bytes of rewritten segments: zeroed and synced before the request can be done.
       await this.#b.queue.overwritePending({ wait: true });
-      if (request.suppress && identifiers.length > 0) {
-        await this.#b.store.suppress(dataSetId, await Promise.all(identifiers.map((i) => this.#b.store.digest(dataSetId, i))), request.id);
-        // Done only once every consumer has looked for the new list (SUPPRESSION_REFRESH_MS).
-        await new Promise((r) => setTimeout(r, 2 * SUPPRESSION_REFRESH_MS));
-      }
       // The identity tree last: a worker that takes over after this still finds it above.
       if (root !== null && eraser) await eraser.deleteIdentity(id, dataSetId, root);
       const view: ErasedCounts = eraser ? await eraser.tally(id) : zeroCounts();

@@ -23,7 +23,9 @@ import { SuppressionSet } from './suppression-set.js';
  * A request's running tally while it is carried out (issue 29), kept in its `result` column with
  * `partial: true` (no schema change) and updated by the very transaction that deletes, so counts
  * are exact across a worker that died and the one that took over. Read back as "no result yet".
- * `straddlers` names event ids (records merged after the bound): `settle` replaces the tally with
+ * `straddlers` holds the deleted records with an event id (lifecycle-backend.ts `erasedRecordEntry`:
+ * the id and the last position merged into the record, whose queued copies go too; the name is
+ * the one the tally had when it held only records merged after the bound): `settle` replaces the tally with
  * the final counts, and the old row version goes with the VACUUM of `complete`.
  */
 export interface PgTally {

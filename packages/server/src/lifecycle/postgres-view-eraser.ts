@@ -14,7 +14,7 @@
  * transaction (postgres-lifecycle-store.ts addPgTally), so they are exact across takeovers.
  */
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
-import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { erasedRecordEntry, erasedRecordOf, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
 
 interface RecordIdentityRow {
@@ -118,12 +118,13 @@ export class PostgresViewEraser implements ViewEraser {
       if (!row || Number(row.first_seq) > boundSeq) return; // first queued after the request: not covered
       const counts = zeroCounts();
       await dropRecord(db, dataSetId, row, counts);
-      const straddles = Number(row.last_seq) > boundSeq && row.event_id !== null;
       await addPgTally(db, requestId, {
         view_records: counts.records,
         identities: counts.identities,
         identifier_links: counts.links,
-        ...(straddles ? { max_seq: Number(row.last_seq), straddlers: [row.event_id!] } : {}),
+        ...(row.event_id !== null
+          ? { max_seq: Number(row.last_seq), straddlers: [erasedRecordEntry({ eventId: row.event_id, lastSeq: Number(row.last_seq) })] }
+          : {}),
       });
     });
   }
@@ -148,13 +149,13 @@ export class PostgresViewEraser implements ViewEraser {
       );
       const row = rows[0]!;
       const gone = row.gone ?? [];
-      const straddlers = gone.filter((g) => Number(g.last_seq) > boundSeq && g.event_id !== null);
+      const erased = gone.filter((g) => g.event_id !== null);
       if (gone.length > 0) {
         await db.query('UPDATE identity_nodes SET event_count = event_count - $3 WHERE data_set_id = $1 AND identity_key = $2', [dataSetId, identity.root, gone.length]);
         await addPgTally(db, requestId, {
           view_records: gone.length,
-          max_seq: Math.max(0, ...straddlers.map((g) => Number(g.last_seq))),
-          straddlers: straddlers.map((g) => g.event_id!),
+          max_seq: Math.max(0, ...erased.map((g) => Number(g.last_seq))),
+          straddlers: erased.map((g) => erasedRecordEntry({ eventId: g.event_id!, lastSeq: Number(g.last_seq) })),
         });
       }
       const deletedEventIds = gone.filter((g) => g.record_key.startsWith('id:')).map((g) => g.record_key.slice(3));
@@ -175,7 +176,7 @@ export class PostgresViewEraser implements ViewEraser {
 
   async tally(requestId: number): Promise<ViewTally> {
     const t = await readPgTally(this.#pool, requestId);
-    return { records: t.view_records, identities: t.identities, links: t.identifier_links, maxSeq: t.max_seq, straddlers: t.straddlers };
+    return { records: t.view_records, identities: t.identities, links: t.identifier_links, maxSeq: t.max_seq, erased: t.straddlers.map(erasedRecordOf) };
   }
 
   /** The tally is replaced by the final counts (settle): nothing to clear here. */

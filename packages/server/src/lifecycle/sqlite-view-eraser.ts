@@ -21,13 +21,14 @@
  * deletes (so the count is exact whatever attempt a SIGKILL interrupted); `truncate` then copies the
  * WAL back and cuts it to zero bytes, so no old page image of a deleted record is left in -wal.
  * A request covers records whose first event was queued up to its bound (README, data lifecycle):
- * a later event re-sent into such a record ("straddler") is named in the tally row so that its
- * queued copy is erased too; the row is deleted (and the WAL truncated) before the request is done.
+ * each deleted record with an event id is named in the tally row with the last position merged into
+ * it, so that its queued copies are erased too (a later re-send merged into it, a "straddler",
+ * included); the row is deleted (and the WAL truncated) before the request is done.
  */
 import Database from 'better-sqlite3';
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { VIEW_JOURNAL_SIZE_LIMIT } from '../merged-view/sqlite-view-store.js';
-import { zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { erasedRecordEntry, erasedRecordOf, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
 import { GENERATION_SCHEMA, generationStatements } from '../merged-view/view-generation.js';
 
@@ -46,6 +47,7 @@ CREATE TABLE IF NOT EXISTS lifecycle_erasures (
   identities INTEGER NOT NULL DEFAULT 0,
   links INTEGER NOT NULL DEFAULT 0,
   max_seq INTEGER NOT NULL DEFAULT 0,
+  -- The deleted records with an event id (lifecycle-backend.ts erasedRecordEntry); named when it held only straddlers.
   straddlers TEXT NOT NULL DEFAULT '[]'
 );`;
 
@@ -167,8 +169,9 @@ export class SqliteViewEraser implements ViewEraser {
     if (left !== undefined && left <= 0) this.#dropIdentity(dataSetId, root, counts);
   }
 
-  #addTally(requestId: number, counts: ErasedCounts, maxSeq = 0, straddlers: readonly string[] = []): void {
-    this.#s.addTally.run(requestId, counts.records, counts.identities, counts.links, maxSeq, JSON.stringify(straddlers));
+  /** `erased`: the deleted records with an event id, as their tally entries (lifecycle-backend.ts erasedRecordEntry). */
+  #addTally(requestId: number, counts: ErasedCounts, maxSeq = 0, erased: readonly string[] = []): void {
+    this.#s.addTally.run(requestId, counts.records, counts.identities, counts.links, maxSeq, JSON.stringify(erased));
   }
 
   async expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts & { heldMs: number }> {
@@ -197,8 +200,8 @@ export class SqliteViewEraser implements ViewEraser {
           const left = root === null ? undefined : (this.#s.decrement.get(dataSetId, root) as number | undefined);
           if (root !== null && left !== undefined && left <= 0) this.#dropIdentity(dataSetId, root, counts);
         }
-        const straddles = gone.last_seq > boundSeq && gone.event_id !== null;
-        this.#addTally(requestId, counts, straddles ? gone.last_seq : 0, straddles ? [gone.event_id!] : []);
+        const erased = gone.event_id === null ? [] : [erasedRecordEntry({ eventId: gone.event_id, lastSeq: gone.last_seq })];
+        this.#addTally(requestId, counts, gone.event_id === null ? 0 : gone.last_seq, erased);
       }).immediate(),
     );
   }
@@ -223,14 +226,14 @@ export class SqliteViewEraser implements ViewEraser {
         this.#db.transaction(() => {
           const counts = zeroCounts();
           let maxSeq = 0;
-          const straddlers: string[] = [];
+          const erased: string[] = [];
           for (const row of chunk) {
             const gone = this.#s.deleteRecordOf.get(row.rowid, dataSetId, row.record_key, boundSeq) as { last_seq: number; event_id: string | null } | undefined;
             if (!gone) continue;
             counts.records++;
             if (row.record_key.startsWith('id:')) deletedEventIds.push(row.record_key.slice(3));
-            if (gone.last_seq > boundSeq && gone.event_id !== null) {
-              straddlers.push(gone.event_id);
+            if (gone.event_id !== null) {
+              erased.push(erasedRecordEntry({ eventId: gone.event_id, lastSeq: gone.last_seq }));
               maxSeq = Math.max(maxSeq, gone.last_seq);
             }
           }
@@ -239,7 +242,7 @@ export class SqliteViewEraser implements ViewEraser {
             this.#s.decrementBy.run(counts.records, dataSetId, identity.root);
             this.#generation.bump();
           }
-          this.#addTally(requestId, counts, maxSeq, straddlers);
+          this.#addTally(requestId, counts, maxSeq, erased);
         }).immediate(),
       );
       // Let the WAL start over between chunks rather than grow by the whole deletion.
@@ -264,8 +267,8 @@ export class SqliteViewEraser implements ViewEraser {
 
   async tally(requestId: number): Promise<ViewTally> {
     const row = this.#s.tally.get(requestId) as { records: number; identities: number; links: number; max_seq: number; straddlers: string } | undefined;
-    if (!row) return { records: 0, identities: 0, links: 0, maxSeq: 0, straddlers: [] };
-    return { records: row.records, identities: row.identities, links: row.links, maxSeq: row.max_seq, straddlers: JSON.parse(row.straddlers) as string[] };
+    if (!row) return { records: 0, identities: 0, links: 0, maxSeq: 0, erased: [] };
+    return { records: row.records, identities: row.identities, links: row.links, maxSeq: row.max_seq, erased: (JSON.parse(row.straddlers) as string[]).map(erasedRecordOf) };
   }
 
   async clearTally(requestId: number): Promise<void> {

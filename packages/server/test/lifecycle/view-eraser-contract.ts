@@ -6,12 +6,12 @@
  * by key, an identity found by identifier or by an absorbed key, its records deleted page by page.
  * Other data sets and the counters are never touched. A request's deletions (issue 29) cover only
  * records first queued up to its bound, are counted in its tally (exact whatever attempt made them),
- * name the deleted records that merged an event after the bound, and keep an identity that still
- * has records.
+ * name every deleted record with the last position merged into it (whose queued copies go too), and
+ * keep an identity that still has records.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ViewEraser } from '../../src/lifecycle/lifecycle-backend.js';
+import type { ErasedRecord, ViewEraser } from '../../src/lifecycle/lifecycle-backend.js';
 import type { IdentityNode, MergedRecord, ViewStore } from '../../src/merged-view/view-store.js';
 
 export interface EraserFactory {
@@ -20,6 +20,8 @@ export interface EraserFactory {
 }
 
 const T0 = 1_700_000_000_000;
+
+const byEventId = (erased: readonly ErasedRecord[]) => [...erased].sort((a, b) => (a.eventId < b.eventId ? -1 : 1));
 
 function record(dataSetId: string, id: string, seq: number, lastReceivedAt: number, identityKey: string | null, lastSeq = seq): MergedRecord {
   return {
@@ -111,10 +113,11 @@ export function viewEraserContract(backend: string, factory: EraserFactory, opti
     await eraser.deleteRecord(other, 'ds', 'id:r4', 3);
     assert.ok(await store.getRecord('ds', 'id:r4'), 'first queued (seq 4) after the bound (3): kept');
     assert.deepEqual(await counts(eraser, other), { records: 0, identities: 0, links: 0 });
-    assert.deepEqual((await eraser.tally(req)).straddlers, []);
+    const named = await eraser.tally(req);
+    assert.deepEqual({ maxSeq: named.maxSeq, erased: byEventId(named.erased) }, { maxSeq: 2, erased: [{ eventId: 'r1', lastSeq: 1 }, { eventId: 'r2', lastSeq: 2 }] }, 'each deleted record named with its last position');
     await eraser.deleteRecord(other, 'ds', 'id:r3', 5);
     const straddled = await eraser.tally(other);
-    assert.deepEqual({ maxSeq: straddled.maxSeq, straddlers: straddled.straddlers }, { maxSeq: 7, straddlers: ['r3'] }, 'r3 (seq 3..7) merged an event after the bound');
+    assert.deepEqual({ maxSeq: straddled.maxSeq, erased: straddled.erased }, { maxSeq: 7, erased: [{ eventId: 'r3', lastSeq: 7 }] }, 'r3 (seq 3..7) merged an event after the bound: its copies up to 7 go');
     await eraser.clearTally(req);
   });
 
@@ -143,7 +146,8 @@ export function viewEraserContract(backend: string, factory: EraserFactory, opti
     assert.ok((await deleteAll(late, 10)) >= 1);
     await eraser.deleteIdentity(late, 'ds', 'ik_1');
     const t = await eraser.tally(late);
-    assert.deepEqual({ records: t.records, identities: t.identities, links: t.links, straddlers: t.straddlers, maxSeq: t.maxSeq }, { records: 1, identities: 2, links: 2, straddlers: [], maxSeq: 0 });
+    assert.deepEqual({ records: t.records, identities: t.identities, links: t.links, erased: t.erased, maxSeq: t.maxSeq }, { records: 1, identities: 2, links: 2, erased: [{ eventId: 'r3', lastSeq: 7 }], maxSeq: 7 });
+    assert.deepEqual((await eraser.tally(early)).erased, [{ eventId: 'r1', lastSeq: 1 }]);
     assert.ok(await store.getRecord('ds', 'id:r2'), "another identity's record stays");
     assert.ok(await store.getRecord('ds', 'id:r4'));
     assert.equal(await store.getIdentity('ds', 'ik_3'), null);
