@@ -136,8 +136,11 @@ export interface ViewEraser {
   /** The identity (root and absorbed keys) and its identifiers, or null when unknown. */
   findIdentity(dataSetId: string, target: { identifier: string } | { identityKey: string }): Promise<IdentityToErase | null>;
   /**
-   * Deletes up to `limit` records last updated before `cutoffMs` (identities left without a record
-   * go too). `heldMs`: how long the transaction held its write lock (not counting the wait for it).
+   * Deletes up to `limit` records last updated before `cutoffMs` whose event's `timestamp` (whole
+   * seconds, which may be up to 5 minutes ahead of its receipt) is more than a second before it too:
+   * a re-send of that event is then refused as too old by a retention at least the maximum age
+   * (identities left without a record go too). `heldMs`: how long the transaction held its write
+   * lock (not counting the wait for it).
    */
   expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts & { heldMs: number }>;
   /**
@@ -264,6 +267,13 @@ export interface LifecycleBackend {
   readonly queue: QueueEraser;
   /** Whether the consumer has applied every queued record of the data set up to `boundSeq`. */
   applied(dataSetId: string, boundSeq: number): Promise<boolean>;
+  /**
+   * The time up to which the consumer has applied the data set's queue: `nowMs` when it has applied
+   * every queued record of its partition, else the receipt time of the first it has not (view
+   * retention counts from it, so that a record never expires while an event that could still merge
+   * into it waits in the queue).
+   */
+  appliedThrough(dataSetId: string, nowMs: number): Promise<number>;
   /** Bytes each store takes (embedded: its files with their WAL; PostgreSQL: its tables with indexes and TOAST). */
   storeBytes(): Promise<StoreBytes>;
   /** Free bytes where deletions write (embedded: the environment's directory), or null when not ours to watch (PostgreSQL). */

@@ -33,8 +33,12 @@
  * the data dir's free space and waits (with a warning naming the request) while less than
  * `minFreeBytes` is free, rather than take the last bytes ingestion needs.
  *
- * Retention: every `everyMs`, per data set, records last updated before now - viewRetentionMs are
- * deleted, EXPIRE_BATCH per transaction, with their identities once those have no record left.
+ * Retention: every `everyMs`, per data set, records last updated (and whose event is stamped) before
+ * T - viewRetentionMs - RETENTION_COMMIT_MARGIN_MS are deleted, EXPIRE_BATCH per transaction, with
+ * their identities once those have no record left. T is now, or, while the consumer lags, the receipt
+ * time of the first record of the data set's partition it has not applied (backend `appliedThrough`):
+ * a record does not expire while an event that could merge into it waits in the queue, whatever the
+ * lag, nor while a re-send of its event would still be accepted.
  */
 import { setImmediate as yieldLoop } from 'node:timers/promises';
 import type { ControlPlane } from '../control/control-plane.js';
@@ -42,6 +46,14 @@ import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { Logger } from '../observability/logger.js';
 import { addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type LifecycleBackend, type ViewEraser, SUPPRESSION_REFRESH_MS } from './lifecycle-backend.js';
+
+/**
+ * What view retention adds to a data set's retention: a request being committed while a round runs
+ * was received (and its event's age checked) before it, and a re-send in it must still find its
+ * record. The other edges are the erasers' (an event stamped ahead of its receipt: ViewEraser
+ * `expire`) and the consumer's lag (LifecycleBackend `appliedThrough`).
+ */
+export const RETENTION_COMMIT_MARGIN_MS = 5000;
 
 /** Records per retention transaction: about 2 ms of the view file's write lock (bench/README.md "Data lifecycle"). */
 export const EXPIRE_BATCH = 100;
@@ -261,7 +273,8 @@ export class LifecycleRunner {
     for (const dataSet of await this.#o.controlPlane.listDataSets()) {
       const eraser = await this.#b.viewEraser(dataSet.id);
       if (!eraser) return;
-      const cutoff = nowMs - dataSet.policy.viewRetentionMs;
+      // Counted in the consumer's time (appliedThrough), with a margin for requests being committed.
+      const cutoff = (await this.#b.appliedThrough(dataSet.id, nowMs)) - dataSet.policy.viewRetentionMs - RETENTION_COMMIT_MARGIN_MS;
       for (;;) {
         const counts = await eraser.expire(dataSet.id, cutoff, EXPIRE_BATCH);
         longestMs = Math.max(longestMs, counts.heldMs);

@@ -46,6 +46,24 @@ export class PostgresLifecycleBackend implements LifecycleBackend {
     return !rows[0]!.pending;
   }
 
+  /**
+   * The receipt time of the data set's queue partition's first record past its consumer offset: the
+   * segment holding the offset, else the next one (two probes of the (part, first_seq) index).
+   */
+  async appliedThrough(dataSetId: string, nowMs: number): Promise<number> {
+    const part = queuePartitionOf(dataSetId);
+    const { rows } = await this.#pool.query<{ at: string | null }>(
+      `WITH o AS (SELECT COALESCE((SELECT next_seq FROM consumer_offsets WHERE consumer = $2), 1) AS seq),
+            holding AS (SELECT s.first_seq, s.event_count, s.received_at FROM queue_segments s, o
+                         WHERE s.part = $1 AND s.first_seq <= o.seq ORDER BY s.first_seq DESC LIMIT 1),
+            later AS (SELECT s.received_at FROM queue_segments s, o WHERE s.part = $1 AND s.first_seq > o.seq ORDER BY s.first_seq LIMIT 1)
+       SELECT COALESCE((SELECT h.received_at FROM holding h, o WHERE h.first_seq + h.event_count > o.seq), (SELECT received_at FROM later)) AS at`,
+      [part, partitionConsumer(VIEW_CONSUMER, part)],
+    );
+    const at = rows[0]?.at ?? null;
+    return at === null ? nowMs : Math.min(nowMs, Number(at));
+  }
+
   async storeBytes(): Promise<StoreBytes> {
     const { rows } = await this.#pool.query<{ relname: string; bytes: string }>(
       `SELECT c.relname, pg_total_relation_size(c.oid) AS bytes FROM pg_class c

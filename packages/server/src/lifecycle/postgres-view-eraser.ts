@@ -98,7 +98,8 @@ export class PostgresViewEraser implements ViewEraser {
     await inTransaction(this.#pool, async (db) => {
       // SKIP LOCKED: a record a consumer batch is updating right now is left for the next round.
       const { rows } = await db.query<RecordIdentityRow>(
-        `SELECT record_key, identity_key FROM view_records WHERE data_set_id = $1 AND last_received_at < $2
+        `SELECT record_key, identity_key FROM view_records
+          WHERE data_set_id = $1 AND last_received_at < $2 AND COALESCE((event::jsonb ->> 'timestamp')::numeric, 0) * 1000 + 1000 < $2
          ORDER BY last_received_at LIMIT $3 FOR UPDATE SKIP LOCKED`,
         [dataSetId, cutoffMs, limit],
       );

@@ -13,6 +13,7 @@ import type { LifecycleBackend, StoreBytes, ViewEraser } from './lifecycle-backe
 import { lifecycleDbFile, SqliteLifecycleStore } from './sqlite-lifecycle-store.js';
 import { SqliteQueueEraser } from './sqlite-queue-eraser.js';
 import { SqliteViewEraser } from './sqlite-view-eraser.js';
+import { openQueueDatabase, receivedAtOfSeq } from '../queue/sqlite-queue-store.js';
 
 /** Which store a file of the environment directory belongs to (with its -wal and -shm). */
 const STORE_OF_FILE: readonly [RegExp, keyof StoreBytes][] = [
@@ -38,6 +39,8 @@ export class SqliteLifecycleBackend implements LifecycleBackend {
   #store: SqliteLifecycleStore | null = null;
   #queue: SqliteQueueEraser | null = null;
   #erasers: SqliteViewEraser[] | null = null;
+  /** A read-only connection to queue.db for appliedThrough (opened on first use). */
+  #queueReader: Database.Database | null = null;
 
   constructor(dataDir: string, env: Environment) {
     this.#dataDir = dataDir;
@@ -85,6 +88,15 @@ export class SqliteLifecycleBackend implements LifecycleBackend {
     return eraser !== null && eraser.offset() > boundSeq;
   }
 
+  /** The partition's offset is the next sequence number it applies: the first record it has not. */
+  async appliedThrough(dataSetId: string, nowMs: number): Promise<number> {
+    const eraser = this.#eraserOf(dataSetId);
+    if (eraser === null) return nowMs; // no view yet: nothing to expire
+    this.#queueReader ??= openQueueDatabase(queueDbFile(this.#dataDir, this.#env), { readonly: true });
+    const receivedAt = receivedAtOfSeq(this.#queueReader, eraser.offset());
+    return receivedAt === null ? nowMs : Math.min(nowMs, receivedAt);
+  }
+
   async storeBytes(): Promise<StoreBytes> {
     const envDir = environmentDir(this.#dataDir, this.#env);
     const sizes = { queue: 0, body_log: 0, view: 0, control: 0, lifecycle: 0, ingest_stats: 0 };
@@ -122,6 +134,8 @@ export class SqliteLifecycleBackend implements LifecycleBackend {
   async close(): Promise<void> {
     for (const e of this.#erasers ?? []) e.close();
     this.#queue?.close();
+    this.#queueReader?.close();
+    this.#queueReader = null;
     await this.#store?.close();
     this.#erasers = this.#queue = this.#store = null;
   }

@@ -84,7 +84,8 @@ export class SqliteViewEraser implements ViewEraser {
     const db = this.#db;
     this.#s = {
       expired: db.prepare(
-        'SELECT rowid, record_key, identity_key, first_seq FROM view_records INDEXED BY view_records_expiry WHERE data_set_id = ? AND last_received_at < ? LIMIT ?',
+        `SELECT rowid, record_key, identity_key, first_seq FROM view_records INDEXED BY view_records_expiry
+          WHERE data_set_id = ? AND last_received_at < ? AND coalesce(json_extract(event, '$.timestamp'), 0) * 1000 + 1000 < ? LIMIT ?`,
       ),
       recordByKey: db.prepare('SELECT rowid, record_key, identity_key, first_seq FROM view_records WHERE data_set_id = ? AND record_key = ?'),
       deleteRecord: db.prepare('DELETE FROM view_records WHERE rowid = ?'),
@@ -179,7 +180,7 @@ export class SqliteViewEraser implements ViewEraser {
     let locked = 0;
     this.#db.transaction(() => {
       locked = performance.now(); // BEGIN IMMEDIATE has the write lock now
-      for (const row of this.#s.expired.all(dataSetId, cutoffMs, limit) as RecordIdentityRow[]) this.#dropRecord(dataSetId, row, counts);
+      for (const row of this.#s.expired.all(dataSetId, cutoffMs, cutoffMs, limit) as RecordIdentityRow[]) this.#dropRecord(dataSetId, row, counts);
       if (counts.records + counts.identities + counts.links > 0) this.#generation.bump();
     }).immediate();
     return { ...counts, heldMs: performance.now() - locked };
