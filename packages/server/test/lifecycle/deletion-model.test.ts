@@ -1,33 +1,46 @@
 /**
- * Model-based test of deletion requests on the embedded profile (`identities forget`, with and
+ * Model-based test of deletion requests on both storage profiles (`identities forget`, with and
  * without `--suppress`, by identifier or by identity key, and `events delete`), against a model
  * written from the words of docs/guides/data-lifecycle.md ("Deleting a person's data",
  * "Suppression", "Audit log") and docs/guides/merged-view.md ("Merge rule", "Identity linking"),
- * not from the code.
+ * not from the code. One model, one scenario generator and one run of a scenario (runScenario),
+ * over a Profile: the profile's real components, in-process, behind append / step / bound / queue
+ * and view reads / lifecycle backend / close.
  *
- * Real components, in-process, on files in a temp data dir: the SqliteEventQueue (its writer
- * thread), one ViewConsumer per view partition over a SqliteViewStore and a SqliteQueueSource with
- * the real SuppressionList (as consumer/sqlite-partitions.ts and sqlite-partition-thread.ts wire
- * them), and the LifecycleRunner over the SqliteLifecycleBackend (erasers of the view files and of
- * queue.db, lifecycle.db), whose `tick()` is the worker's path for a pending request. The request is
- * recorded as the CLI records it (lifecycle-commands.ts: bound = the queue's last sequence number).
- * Two deliberate settings: the SuppressionList looks for a new list at every step (checkEveryMs 0
- * instead of every 500 ms), so that the outcome never depends on the clock; and the runner's
- * data-set list (used by view retention only) is empty.
+ * Embedded profile (npm test): files in a temp data dir, the SqliteEventQueue (its writer thread),
+ * one ViewConsumer per view partition over a SqliteViewStore and a SqliteQueueSource with the real
+ * SuppressionList (as consumer/sqlite-partitions.ts and sqlite-partition-thread.ts wire them), and
+ * the SqliteLifecycleBackend (erasers of the view files and of queue.db, lifecycle.db).
+ * PostgreSQL profile (with ECAPI_TEST_DATABASE_URL; .ci/run's PostgreSQL phase; skipped, saying
+ * so, without it): a database per property and a fresh schema per run, the PostgresEventQueue, one
+ * ViewConsumer per queue partition of the scenario's data sets over the PostgresViewStore, reading
+ * its partition through readingAhead(readSegments) under its partition offset, with the
+ * PostgresSuppressionList, and the PostgresLifecycleBackend (as storage/postgres-storage.ts and
+ * consumer/postgres-partitions.ts wire them; the leases and idle-lane skipping around a step are not
+ * exercised).
+ * On both, the LifecycleRunner's `tick()` is the worker's path for a pending request, and the
+ * request is recorded as the CLI records it (lifecycle-commands.ts: bound = the queue's last
+ * sequence number). Two deliberate settings: the suppression list looks for a new list at every
+ * step (checkEveryMs 0 instead of every 500 ms), so that the outcome never depends on the clock;
+ * and the runner's data-set list (used by view retention only) is empty.
  *
  * A scenario: 2-4 users with 1-3 hashed identifiers each; events with ids from a small pool (so
  * re-sends merge), carrying a subset of one user's identifiers, or one identifier of each of two
- * users (a link), or none; 1-2 data sets, 1-2 view partitions. Events are queued and partly applied;
- * the request is made (B = the queue's last seq); then, in a random order, more events are queued
+ * users (a link), or none; 1-2 data sets, 1-2 view partitions (SQLite; on PostgreSQL the data
+ * sets' queue partitions). Events are queued and partly applied; the request is made (B = the
+ * queue's last seq); then, in a random order, more events are queued
  * (re-sends of covered events, events carrying the person's identifiers), consumer batches applied
  * and runner rounds run (the request waits until its data set's partition has applied up to B); the
  * request is run to completion; more events are queued and everything is applied. Then the view
  * (every record and its merged content, every identity key ever created, every identifier link),
- * the queue read back through SqliteEventQueue.read, the `suppressed` counters and the request's
- * result must be what the model says.
+ * the queue read back through the queue's `read`, the `suppressed` counters and the request's
+ * result must be what the model says. A request waits until its data set's consumer has applied
+ * the queue up to B as the profile's backend decides it: on SQLite the partition's offset passes B
+ * (its source skips the other partitions' records), on PostgreSQL it passes the partition's own
+ * last record up to B.
  *
  * The model (DocModel) applies the queue record at a time (merge rule, identity linking) and carries
- * a request out at the point the runner did (when the request's result appears in lifecycle.db):
+ * a request out at the point the runner did (when the request's result appears in the lifecycle store):
  * - "resolves the identity of the identifier (every identity it absorbed included) and deletes its
  *   data queued up to the bound, in the merged view and in the queue alike": records of the identity
  *   whose first event was queued up to B ("A record is 'queued before' when its first event was")
@@ -57,22 +70,34 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { environmentDir, queueDbFile, viewDbFile } from '../../src/config.js';
 import type { ControlPlane } from '../../src/control/control-plane.js';
+import { partitionedLag } from '../../src/consumer/postgres-partitions.js';
+import { readingAhead } from '../../src/consumer/read-ahead-source.js';
 import { SqliteQueueSource } from '../../src/consumer/sqlite-queue-source.js';
-import { ViewConsumer } from '../../src/consumer/view-consumer.js';
-import type { DeletionKind, DeletionRequest, DeletionResult } from '../../src/lifecycle/lifecycle-backend.js';
+import { ViewConsumer, type StepResult } from '../../src/consumer/view-consumer.js';
+import type { DeletionKind, DeletionRequest, DeletionResult, LifecycleBackend } from '../../src/lifecycle/lifecycle-backend.js';
 import { LifecycleRunner } from '../../src/lifecycle/lifecycle-runner.js';
+import { PostgresLifecycleBackend } from '../../src/lifecycle/postgres-lifecycle-backend.js';
+import { PostgresSuppressionList } from '../../src/lifecycle/postgres-lifecycle-store.js';
 import { SqliteLifecycleBackend } from '../../src/lifecycle/sqlite-lifecycle-backend.js';
 import { lifecycleDbFile, SuppressionList } from '../../src/lifecycle/sqlite-lifecycle-store.js';
 import { SqlitePartitionedView } from '../../src/merged-view/partitioned-view-store.js';
+import { PostgresViewStore } from '../../src/merged-view/postgres-view-store.js';
 import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
 import { viewPartitionFile } from '../../src/merged-view/sqlite-view-layout.js';
 import { DEFAULT_HOT_LINKS } from '../../src/merged-view/view-hot-state.js';
+import type { ViewStore } from '../../src/merged-view/view-store.js';
+import { partitionConsumer, VIEW_CONSUMER } from '../../src/model/consumer-offsets.js';
 import { partitionAmong } from '../../src/model/data-set-partition.js';
 import { createLogger } from '../../src/observability/logger.js';
+import { createPool, migrate, schemaOf } from '../../src/postgres/database.js';
+import { queuePartitionOf } from '../../src/postgres/partitions.js';
+import type { AppendReceipt, QueueAppend, QueueRecord } from '../../src/queue/event-queue.js';
+import { PostgresEventQueue, readSegments } from '../../src/queue/postgres-event-queue.js';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import { lastQueuedSeq, openQueueDatabase } from '../../src/queue/sqlite-queue-store.js';
 import { sha } from '../helpers/event-generator.js';
-import { tempDataDir } from '../helpers/server-process.js';
+import { freshDatabase, pgOnly, queryDatabase } from '../helpers/postgres.js';
+import { tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 
 const ENV = 'production' as const;
 const DATA_SETS = ['shop', 'app'] as const;
@@ -413,46 +438,193 @@ function modelAtBound(queued: Iterable<Queued>, ds: string, bound: number): DocM
 }
 
 // ---------------------------------------------------------------------------------------------
-// The real components
+// The real components: one Profile per storage profile, the scenario's run shared
 // ---------------------------------------------------------------------------------------------
 
-interface Part {
-  readonly dataSets: Set<string>;
-  readonly store: SqliteViewStore;
-  readonly source: SqliteQueueSource;
-  readonly suppressions: SuppressionList;
-  readonly consumer: ViewConsumer;
-  offset: number;
+/** What the assertions read of the merged view (both profiles' stores implement ViewStore). */
+type ViewReads = Pick<ViewStore, 'getRecord' | 'resolveIdentity' | 'getIdentity' | 'identityOfIdentifier' | 'exportRecords' | 'counters'>;
+
+/**
+ * A storage profile's real components, wired as its worker and CLI wire them, behind what a scenario
+ * does. A consumer "lane" is a view partition (SQLite) or a queue partition (PostgreSQL); the
+ * harness keeps each lane's offset from its steps' results.
+ */
+interface Profile {
+  /** Consumer lanes; the scenario's step pick p is taken modulo. */
+  readonly lanes: number;
+  laneOf(ds: string): number;
+  /**
+   * Whether a lane at `offset` has applied the queue up to `seq`, as the profile's lifecycle backend
+   * (`applied`) decides it; `ownUpTo`: the lane's last queued seq up to `seq` (0: none).
+   */
+  caughtUp(offset: number, seq: number, ownUpTo: number): boolean;
+  append(batch: QueueAppend): Promise<AppendReceipt>;
+  /** The queue's last sequence number, as the CLI records a request's bound. */
+  lastQueuedSeq(): Promise<number>;
+  /** One consumer step of lane p, as the worker's loop makes it (the suppression list looked at first). */
+  step(p: number): Promise<StepResult>;
+  readonly lifecycle: LifecycleBackend;
+  /** A data set's queued events, read back through the queue's API. */
+  readQueue(ds: string): Promise<QueueRecord[]>;
+  readonly view: ViewReads;
+  close(): Promise<void>;
+}
+
+/** Opens a profile for each run of a property (fresh files / a fresh schema), then disposes of what the runs shared. */
+interface ProfileKind {
+  open(sc: Scenario, dataSets: readonly string[]): Promise<Profile>;
+  dispose(): Promise<void>;
 }
 
 const noDataSets = { listDataSets: async () => [] } as unknown as ControlPlane;
 const silent = createLogger({ level: 'silent' });
 
-async function runScenario(sc: Scenario, dataDir: string, trace: string[]): Promise<void> {
-  const envDir = environmentDir(dataDir, ENV);
-  const queueFile = queueDbFile(dataDir, ENV);
-  const viewFile = viewDbFile(dataDir, ENV);
-  const dataSets = DATA_SETS.slice(0, sc.dataSets);
+/**
+ * The embedded profile: files in a temp data dir; one SqliteViewStore + SqliteQueueSource +
+ * SuppressionList + ViewConsumer per view partition (consumer/sqlite-partitions.ts,
+ * sqlite-partition-thread.ts), sc.partitions of them, with sc.hotLinks.
+ */
+function sqliteProfile(): ProfileKind {
+  const dir = tempDataDir('ecapi-deletion-model-');
+  let run = 0;
+  return {
+    async open(sc) {
+      const dataDir = join(dir, `run-${run++}`);
+      const envDir = environmentDir(dataDir, ENV);
+      const queueFile = queueDbFile(dataDir, ENV);
+      const viewFile = viewDbFile(dataDir, ENV);
+      const P = sc.partitions;
+      const queue = new SqliteEventQueue(queueFile);
+      const view = new SqlitePartitionedView(viewFile);
+      assert.equal(view.fixPartitions(P), P);
+      const parts = Array.from({ length: P }, (_, p) => {
+        const store = new SqliteViewStore(viewPartitionFile(viewFile, p), { hotLinks: sc.hotLinks });
+        const source = new SqliteQueueSource(queueFile, { accept: (ds) => partitionAmong(ds, P) === p });
+        const suppressions = new SuppressionList(lifecycleDbFile(envDir), { checkEveryMs: 0 });
+        const consumer = new ViewConsumer(store, source, {
+          batchSize: sc.batchSizes[p]!,
+          mergeWindowMs: () => MERGE_WINDOW_MS,
+          suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
+        });
+        return { store, source, suppressions, consumer };
+      });
+      const backend = new SqliteLifecycleBackend(dataDir, ENV);
+      return {
+        lanes: P,
+        laneOf: (ds) => partitionAmong(ds, P),
+        // The partition's source skips the others' records: its offset passes the bound (sqlite-lifecycle-backend.ts).
+        caughtUp: (offset, seq) => offset > seq,
+        append: (batch) => queue.append(batch),
+        lastQueuedSeq: async () => lastQueuedSeqOf(queueFile),
+        async step(p) {
+          const part = parts[p]!;
+          part.suppressions.refresh();
+          return part.consumer.step();
+        },
+        lifecycle: backend,
+        readQueue: (ds) => queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds }),
+        view,
+        async close() {
+          await queue.close();
+          for (const part of parts) {
+            part.suppressions.close();
+            await part.source.close();
+            await part.store.close();
+          }
+          await backend.close();
+          await view.close();
+        },
+      };
+    },
+    async dispose() {},
+  };
+}
+
+function lastQueuedSeqOf(queueFile: string): number {
+  const db = openQueueDatabase(queueFile, { readonly: true });
+  try {
+    return lastQueuedSeq(db);
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * The PostgreSQL profile, as storage/postgres-storage.ts and consumer/postgres-partitions.ts wire
+ * it: a database of its own per property (test/helpers/postgres.ts), its schema dropped and migrated
+ * again for every run; the main pool (view store, lifecycle backend, suppression list, segment
+ * reads) and the queue's own pool; a PostgresEventQueue; one ViewConsumer per queue partition of
+ * the scenario's data sets (postgres/partitions.ts: shop and app fall in two different ones) over
+ * the PostgresViewStore, reading its partition through readingAhead(readSegments), with the
+ * partition's offset name, and one PostgresSuppressionList refreshed before every step (checkEveryMs
+ * 0, as on SQLite). The bound is the CLI's: queue_last_seq of the queue reader's lag. sc.partitions
+ * and sc.hotLinks are SQLite settings, without effect here.
+ */
+function postgresProfile(): ProfileKind {
+  let url: string | null = null;
+  return {
+    async open(sc, dataSets) {
+      if (url === null) url = await freshDatabase('deletion_model');
+      else await queryDatabase(url, `DROP SCHEMA IF EXISTS ${schemaOf(ENV)} CASCADE`);
+      await migrate(url, ENV);
+      const pool = createPool(url, ENV, { max: 6 });
+      const queuePool = createPool(url, ENV, { max: 2, settings: { lock_timeout: '5s', statement_timeout: '30s' } });
+      const queue = new PostgresEventQueue(queuePool);
+      const view = new PostgresViewStore(pool);
+      const backend = new PostgresLifecycleBackend(pool);
+      const suppressions = new PostgresSuppressionList(pool, { checkEveryMs: 0 });
+      const parts = [...new Set(dataSets.map(queuePartitionOf))];
+      const lanes = parts.map((part, lane) => {
+        const source = readingAhead((fromSeq, limit) => readSegments(pool, { fromSeq, limit, part }));
+        const consumer = new ViewConsumer(view, source, {
+          batchSize: sc.batchSizes[lane]!,
+          mergeWindowMs: () => MERGE_WINDOW_MS,
+          consumer: partitionConsumer(VIEW_CONSUMER, part),
+          suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
+        });
+        return { source, consumer };
+      });
+      return {
+        lanes: parts.length,
+        laneOf: (ds) => parts.indexOf(queuePartitionOf(ds)),
+        // A partition's offset stays after its own last record (postgres-lifecycle-backend.ts `applied`).
+        caughtUp: (offset, _seq, ownUpTo) => offset > ownUpTo,
+        append: (batch) => queue.append(batch),
+        lastQueuedSeq: async () => (await partitionedLag(pool, await view.offsets(`${VIEW_CONSUMER}/`), Date.now())).queue_last_seq,
+        async step(p) {
+          await suppressions.refresh();
+          return lanes[p]!.consumer.step();
+        },
+        lifecycle: backend,
+        readQueue: (ds) => queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds }),
+        view,
+        async close() {
+          await queue.close();
+          for (const lane of lanes) await lane.source.close();
+          await backend.close();
+          await view.close();
+          await queuePool.end();
+          await pool.end();
+        },
+      };
+    },
+    async dispose() {},
+  };
+}
+
+async function runScenario(sc: Scenario, profile: Profile, dataSets: readonly string[], trace: string[]): Promise<void> {
   const dsOf = (n: number) => dataSets[n % dataSets.length]!;
-  const P = sc.partitions;
-  const queue = new SqliteEventQueue(queueFile);
-  const view = new SqlitePartitionedView(viewFile);
-  assert.equal(view.fixPartitions(P), P);
-  const parts: Part[] = Array.from({ length: P }, (_, p) => {
-    const store = new SqliteViewStore(viewPartitionFile(viewFile, p), { hotLinks: sc.hotLinks });
-    const source = new SqliteQueueSource(queueFile, { accept: (ds) => partitionAmong(ds, P) === p });
-    const suppressions = new SuppressionList(lifecycleDbFile(envDir), { checkEveryMs: 0 });
-    const consumer = new ViewConsumer(store, source, {
-      batchSize: sc.batchSizes[p]!,
-      mergeWindowMs: () => MERGE_WINDOW_MS,
-      suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
-    });
-    return { dataSets: new Set(dataSets.filter((ds) => partitionAmong(ds, P) === p)), store, source, suppressions, consumer, offset: 1 };
-  });
-  const partOf = (ds: string) => parts[partitionAmong(ds, P)]!;
-  const backend = new SqliteLifecycleBackend(dataDir, ENV);
-  const runner = new LifecycleRunner({ backend, controlPlane: noDataSets, logger: silent, minFreeBytes: 0 });
+  const { lifecycle } = profile;
+  const runner = new LifecycleRunner({ backend: lifecycle, controlPlane: noDataSets, logger: silent, minFreeBytes: 0 });
   const model = new DocModel();
+  const offsets = Array.from({ length: profile.lanes }, () => 1);
+  const laneOf = (ds: string) => profile.laneOf(ds);
+  /** Whether lane `lane` has applied the queue up to `seq` (for the profile's lifecycle backend). */
+  const caughtUp = (lane: number, seq: number) => {
+    let ownUpTo = 0;
+    for (const q of model.queued.values()) if (q.seq <= seq && laneOf(q.ds) === lane) ownUpTo = Math.max(ownUpTo, q.seq);
+    return profile.caughtUp(offsets[lane]!, seq, ownUpTo);
+  };
   let appends = 0;
   let lastSeq = 0;
 
@@ -460,7 +632,7 @@ async function runScenario(sc: Scenario, dataDir: string, trace: string[]): Prom
     const ds = dsOf(g.ds);
     const receivedAt = T0 + ++appends * 1000;
     const items = g.events.map((e) => materialize(e, ds, sc.users, Math.floor(receivedAt / 1000)));
-    const receipt = await queue.append({
+    const receipt = await profile.append({
       requestId: `req-${appends}`, keyId: 'key_test', dataSetId: ds, receivedAt, policyVersion: 1,
       events: items.map((i) => i.event), metas: items.map(() => undefined),
     });
@@ -474,16 +646,15 @@ async function runScenario(sc: Scenario, dataDir: string, trace: string[]): Prom
   };
 
   const step = async (p: number) => {
-    const part = parts[p % parts.length]!;
-    part.suppressions.refresh();
-    const result = await part.consumer.step();
+    const lane = p % profile.lanes;
+    const result = await profile.step(lane);
     const applied: number[] = [];
-    for (let seq = part.offset; seq < result.nextSeq; seq++) {
+    for (let seq = offsets[lane]!; seq < result.nextSeq; seq++) {
       const q = model.queued.get(seq);
-      if (q && part.dataSets.has(q.ds)) (model.apply(seq), applied.push(seq));
+      if (q && laneOf(q.ds) === lane) (model.apply(seq), applied.push(seq));
     }
-    if (result.nextSeq !== part.offset) trace.push(`apply p${p % parts.length}: ${applied.join(',') || '-'}`);
-    part.offset = result.nextSeq;
+    if (result.nextSeq !== offsets[lane]) trace.push(`apply p${lane}: ${applied.join(',') || '-'}`);
+    offsets[lane] = result.nextSeq;
   };
 
   let request: DeletionRequest | null = null;
@@ -495,10 +666,10 @@ async function runScenario(sc: Scenario, dataDir: string, trace: string[]): Prom
     } catch (error) {
       trace.push(`tick failed: ${(error as Error).message}`); // the worker logs it and tries again next round
     }
-    const now = (await backend.store.get(request!.id))!;
+    const now = (await lifecycle.store.get(request!.id))!;
     if (now.result !== null && expected === null) {
       // The runner carried it out in this round: the model does it on its state now.
-      assert.ok(partOf(mreq!.ds).offset > mreq!.bound, 'carried out only once the consumer applied the queue up to the bound');
+      assert.ok(caughtUp(laneOf(mreq!.ds), mreq!.bound), 'carried out only once the consumer applied the queue up to the bound');
       expected = model.carryOut(mreq!);
       trace.push(`carried out; expected ${JSON.stringify(expected)}`);
     } else trace.push(`tick: ${now.state}`);
@@ -511,7 +682,7 @@ async function runScenario(sc: Scenario, dataDir: string, trace: string[]): Prom
 
     // The request, as `identities forget` / `events delete` records it.
     const ds = dsOf(sc.request.ds);
-    const bound = lastQueuedSeqOf(queueFile);
+    const bound = await profile.lastQueuedSeq();
     assert.equal(bound, lastSeq);
     const atBound = modelAtBound(model.queued.values(), ds, bound);
     let target: string;
@@ -528,7 +699,7 @@ async function runScenario(sc: Scenario, dataDir: string, trace: string[]): Prom
       target = keys.length === 0 || sc.request.pick % 5 === 4 ? `ik_${1000 + (sc.request.pick % 7)}` : keys[sc.request.pick % keys.length]!;
     }
     mreq = { ds, kind: sc.request.kind, target, bound, suppress: sc.request.suppress };
-    request = await backend.store.request({ dataSetId: ds, kind: mreq.kind, target, suppress: mreq.suppress, boundSeq: bound, actor: 'deletion-model-test' });
+    request = await lifecycle.store.request({ dataSetId: ds, kind: mreq.kind, target, suppress: mreq.suppress, boundSeq: bound, actor: 'deletion-model-test' });
     trace.push(`request ${mreq.kind} ${ds} ${short(target)}${mreq.suppress ? ' --suppress' : ''} bound ${bound}`);
 
     for (const a of sc.during) {
@@ -539,35 +710,24 @@ async function runScenario(sc: Scenario, dataDir: string, trace: string[]): Prom
     // Run to completion: the worker's consumer goes on applying, its runner ticks.
     for (let round = 0; ; round++) {
       assert.ok(round < 200, 'the request was not carried out');
-      if (partOf(ds).offset <= bound) await step(partitionAmong(ds, P));
+      if (!caughtUp(laneOf(ds), bound)) await step(laneOf(ds));
       else if ((await tick()).state === 'done') break;
     }
     assert.ok(expected, 'the model carried the request out');
     for (const g of sc.after) await append(g);
-    for (const [p, part] of parts.entries()) while (part.offset <= lastSeq) await step(p);
+    for (let lane = 0; lane < profile.lanes; lane++) {
+      for (let steps = 0; !caughtUp(lane, lastSeq); steps++) {
+        assert.ok(steps < 500, `the consumer of p${lane} does not get to the end of the queue`);
+        await step(lane);
+      }
+    }
     // Another round: nothing more happens to a done request.
     await runner.tick();
 
-    await assertMatches({ model, mreq, expected, request: (await backend.store.get(request.id))!, queue, view, dataSets, users: sc.users });
+    await assertMatches({ model, mreq, expected, request: (await lifecycle.store.get(request.id))!, profile, dataSets, users: sc.users });
   } finally {
     await runner.tick().catch(() => undefined);
-    await queue.close();
-    for (const part of parts) {
-      part.suppressions.close();
-      await part.source.close();
-      await part.store.close();
-    }
-    await backend.close();
-    await view.close();
-  }
-}
-
-function lastQueuedSeqOf(queueFile: string): number {
-  const db = openQueueDatabase(queueFile, { readonly: true });
-  try {
-    return lastQueuedSeq(db);
-  } finally {
-    db.close();
+    await profile.close();
   }
 }
 
@@ -585,12 +745,12 @@ async function assertMatches(o: {
   mreq: MRequest;
   expected: DeletionResult;
   request: DeletionRequest;
-  queue: SqliteEventQueue;
-  view: SqlitePartitionedView;
+  profile: Profile;
   dataSets: readonly string[];
   users: readonly number[];
 }): Promise<void> {
-  const { model, view } = o;
+  const { model } = o;
+  const { view } = o.profile;
   // The request and its counts ("exactly what was deleted").
   assert.equal(o.request.state, 'done');
   assert.equal(o.request.target, null, 'the target is cleared once done');
@@ -598,7 +758,7 @@ async function assertMatches(o: {
 
   for (const ds of o.dataSets) {
     // The queue, read back through the queue's API: erased events gone, the others with their seq.
-    const got = (await o.queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds })).map((r) => `${r.seq}:${r.event.id as string}`);
+    const got = (await o.profile.readQueue(ds)).map((r) => `${r.seq}:${r.event.id as string}`);
     const want = [...model.queued.values()].filter((q) => q.ds === ds && !model.erased.has(q.seq)).map((q) => `${q.seq}:${q.id}`);
     assert.deepEqual(got, want, `${ds}: the queue`);
 
@@ -727,36 +887,59 @@ const eventBeforeTheRequestAppliedLate: Scenario = {
   after: [{ ds: 0, events: [{ id: 1, who: user(0, 1), value: 2 }] }],
 };
 
-function property(name: string, kinds: readonly DeletionKind[], suppress: boolean, runs: number, examples: readonly Scenario[]): void {
-  test(name, { timeout: 300_000 }, async () => {
-    const dir = tempDataDir('ecapi-deletion-model-');
-    let run = 0;
-    await fc.assert(
-      fc.asyncProperty(scenario(kinds, suppress), async (sc) => {
-        const trace: string[] = [];
-        try {
-          await runScenario(sc, join(dir, `run-${run++}`), trace);
-        } catch (error) {
-          throw new Error(`${(error as Error).message}\n--- what happened ---\n${trace.join('\n')}`, { cause: error });
-        }
-      }),
-      { numRuns: RUNS(runs), examples: examples.map((e) => [e] as [Scenario]) },
-    );
+interface Property {
+  readonly name: string;
+  readonly kinds: readonly DeletionKind[];
+  readonly suppress: boolean;
+  /** Runs on each profile (MODEL_RUNS overrides both). */
+  readonly runs: { readonly sqlite: number; readonly postgres: number };
+  readonly examples: readonly Scenario[];
+}
+
+const PROPERTIES: readonly Property[] = [
+  {
+    name: 'events delete = the docs\' model: the record if first queued up to the bound, its identity with its last record, its queued copies and merged re-sends',
+    kinds: ['delete_event'], suppress: false, runs: { sqlite: 60, postgres: 60 },
+    examples: [resentTwiceInOneSegment('delete_event')],
+  },
+  {
+    name: 'identities forget (identifier or identity key) = the docs\' model: records first queued up to the bound go, later ones and their identity stay, queue alike',
+    kinds: ['forget_identifier', 'forget_identity'], suppress: false, runs: { sqlite: 60, postgres: 60 },
+    examples: [resentTwiceInOneSegment('forget_identifier'), firstCopyWithoutIdentifier],
+  },
+  {
+    name: 'identities forget --suppress = the docs\' model: every record of the identity goes, and the person\'s later events are dropped, and counted',
+    kinds: ['forget_identifier', 'forget_identity'], suppress: true, runs: { sqlite: 12, postgres: 12 },
+    examples: [laterEventBeforeTheRunByKey, laterEventWithTheOtherIdentifier, eventBeforeTheRequestAppliedLate],
+  },
+];
+
+function property(p: Property, testName: string, runs: number, kind: () => ProfileKind, skip: string | false): void {
+  test(testName, { timeout: 300_000, skip }, async () => {
+    const profiles = kind();
+    try {
+      await fc.assert(
+        fc.asyncProperty(scenario(p.kinds, p.suppress), async (sc) => {
+          const trace: string[] = [];
+          const dataSets = DATA_SETS.slice(0, sc.dataSets);
+          try {
+            await runScenario(sc, await profiles.open(sc, dataSets), dataSets, trace);
+          } catch (error) {
+            throw new Error(`${(error as Error).message}\n--- what happened ---\n${trace.join('\n')}`, { cause: error });
+          }
+        }),
+        { numRuns: RUNS(runs), examples: p.examples.map((e) => [e] as [Scenario]) },
+      );
+    } finally {
+      await profiles.dispose();
+    }
   });
 }
 
-property(
-  'events delete = the docs\' model: the record if first queued up to the bound, its identity with its last record, its queued copies and merged re-sends',
-  ['delete_event'], false, 60,
-  [resentTwiceInOneSegment('delete_event')],
-);
-property(
-  'identities forget (identifier or identity key) = the docs\' model: records first queued up to the bound go, later ones and their identity stay, queue alike',
-  ['forget_identifier', 'forget_identity'], false, 60,
-  [resentTwiceInOneSegment('forget_identifier'), firstCopyWithoutIdentifier],
-);
-property(
-  'identities forget --suppress = the docs\' model: every record of the identity goes, and the person\'s later events are dropped, and counted',
-  ['forget_identifier', 'forget_identity'], true, 12,
-  [laterEventBeforeTheRunByKey, laterEventWithTheOtherIdentifier, eventBeforeTheRequestAppliedLate],
-);
+// The embedded profile (npm test).
+for (const p of PROPERTIES) property(p, p.name, p.runs.sqlite, sqliteProfile, false);
+
+// The PostgreSQL profile: with ECAPI_TEST_DATABASE_URL, in .ci/run's PostgreSQL phase. Not once more
+// beside the black-box suites run with ECAPI_TEST_PROFILE=postgres (their lifecycle/ glob takes this file too).
+const pgSkip = pgOnly.skip || (TEST_PROFILE === 'postgres' ? 'in-process PostgreSQL properties: run once, in .ci/run\'s PostgreSQL phase, not again with ECAPI_TEST_PROFILE=postgres' : false);
+for (const p of PROPERTIES) property(p, `PostgreSQL: ${p.name}`, p.runs.postgres, postgresProfile, pgSkip);
