@@ -98,6 +98,8 @@ import { lastQueuedSeq, openQueueDatabase } from '../../src/queue/sqlite-queue-s
 import { sha } from '../helpers/event-generator.js';
 import { freshDatabase, pgOnly, queryDatabase } from '../helpers/postgres.js';
 import { tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
+import { assertIdentities, linkRecord, treeOf, type IdentityMaps } from '../helpers/identity-linking-model.js';
+import { carried, identifiersOfParts, who, type Who } from '../helpers/model-people.js';
 
 const ENV = 'production' as const;
 const DATA_SETS = ['shop', 'app'] as const;
@@ -108,11 +110,6 @@ const RUNS = (n: number) => Number(process.env.MODEL_RUNS ?? n);
 // ---------------------------------------------------------------------------------------------
 // Scenario (what fast-check generates)
 // ---------------------------------------------------------------------------------------------
-
-type Who =
-  | { readonly kind: 'user'; readonly u: number; readonly mask: number }
-  | { readonly kind: 'link'; readonly u: number; readonly v: number; readonly mask: number }
-  | { readonly kind: 'none' };
 
 interface EventSpec {
   readonly id: number;
@@ -152,11 +149,6 @@ interface Scenario {
   readonly after: readonly Group[];
 }
 
-const who: fc.Arbitrary<Who> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ kind: fc.constant('user' as const), u: fc.nat(3), mask: fc.nat(6) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('link' as const), u: fc.nat(3), v: fc.nat(3), mask: fc.nat(6) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('none' as const) }) },
-);
 const eventSpec: fc.Arbitrary<EventSpec> = fc.record({ id: fc.nat(5), who, value: fc.integer({ min: 1, max: 99 }) });
 const group: fc.Arbitrary<Group> = fc.record({ ds: fc.nat(1), events: fc.array(eventSpec, { minLength: 1, maxLength: 3 }) });
 const action: fc.Arbitrary<Action> = fc.oneof(
@@ -199,29 +191,10 @@ interface Queued {
   readonly event: Record<string, unknown>;
 }
 
-const identifiersOfParts = (emails: readonly string[], phones: readonly string[]) => [...emails.map((e) => `email:${e}`), ...phones.map((p) => `phone:${p}`)];
 const identifiersOfQueued = (q: Queued) => identifiersOfParts(q.emails, q.phones);
 
-/** The (user, identifier index) pairs an event carries. */
-function carried(spec: EventSpec, users: readonly number[]): [number, number][] {
-  const n = users.length;
-  const w = spec.who;
-  if (w.kind === 'none') return [];
-  if (w.kind === 'user') {
-    const u = w.u % n;
-    const c = users[u]!;
-    const bits = (w.mask % ((1 << c) - 1)) + 1; // a non-empty subset of the user's identifiers
-    return Array.from({ length: c }, (_, j) => j).filter((j) => bits & (1 << j)).map((j) => [u, j]);
-  }
-  const u = w.u % n;
-  const v = w.v % n;
-  const pairs: [number, number][] = [[u, w.mask % users[u]!]];
-  if (v !== u) pairs.push([v, (w.mask >> 1) % users[v]!]);
-  return pairs;
-}
-
 function materialize(spec: EventSpec, ds: string, users: readonly number[], timestamp: number): Omit<Queued, 'seq' | 'receivedAt'> {
-  const pairs = carried(spec, users);
+  const pairs = carried(spec.who, users);
   const emails = pairs.filter(([, j]) => j % 2 === 0).map(([u, j]) => hashOf(u, j));
   const phones = pairs.filter(([, j]) => j % 2 === 1).map(([u, j]) => hashOf(u, j));
   const id = `e${spec.id}`;
@@ -316,38 +289,18 @@ class DocModel {
       value: q.value, // "the newer value wins"
       seqs: [...(old?.seqs ?? []), q.seq],
     };
-    const identifiers = identifiersOfParts(merged.emails, merged.phones);
-    const nodes = this.#of(this.nodes, q.ds);
-    const links = this.#of(this.links, q.ds);
-    const created = this.#of(this.created, q.ds);
-    const live = new Set<string>();
-    const oldRoot = this.root(q.ds, old?.identity ?? null);
-    if (oldRoot !== null) live.add(oldRoot);
-    for (const i of identifiers) {
-      const r = this.root(q.ds, links.get(i) ?? null);
-      if (r !== null) live.add(r);
-    }
-    let identity: string | null = null;
-    if (live.size === 0 && identifiers.length > 0) {
-      // "ik_<queue position of the record that started it>"
-      identity = `ik_${q.seq}`;
-      nodes.set(identity, identity);
-      created.set(identity, q.seq);
-    } else if (live.size > 0) {
-      // "the older key (earlier queue position) survives and the other is absorbed"
-      identity = [...live].sort((a, b) => created.get(a)! - created.get(b)!)[0]!;
-      for (const [key, r] of nodes) if (live.has(r)) nodes.set(key, identity);
-    }
-    for (const i of identifiers) if (!links.has(i) || this.root(q.ds, links.get(i)!) === null) links.set(i, identity!);
+    const identity = linkRecord(this.mapsOf(q.ds), q.seq, old?.identity ?? null, identifiersOfParts(merged.emails, merged.phones));
     this.records.set(k, { ...merged, identity });
   }
 
   /** Keys of the identity tree of `root`, and its identifiers. */
   tree(ds: string, root: string): { keys: string[]; identifiers: string[] } {
-    const keys = [...this.#of(this.nodes, ds)].filter(([, r]) => r === root).map(([k]) => k);
-    const set = new Set(keys);
-    const identifiers = [...this.#of(this.links, ds)].filter(([, k]) => set.has(k)).map(([i]) => i).sort();
-    return { keys, identifiers };
+    return treeOf(this.mapsOf(ds), root);
+  }
+
+  /** The data set's identity maps (identity-linking-model.ts). */
+  mapsOf(ds: string): IdentityMaps {
+    return { nodes: this.#of(this.nodes, ds), created: this.#of(this.created, ds), links: this.#of(this.links, ds) };
   }
 
   recordsOf(ds: string, root: string): MRecord[] {
@@ -425,9 +378,6 @@ class DocModel {
     return [...this.#of(this.created, ds).keys()];
   }
 
-  linkedKey(ds: string, identifier: string): string | null {
-    return this.root(ds, this.#of(this.links, ds).get(identifier) ?? null);
-  }
 }
 
 /** The model's view of a data set as it is when the consumer has applied exactly the events up to `bound`. */
@@ -781,30 +731,10 @@ async function assertMatches(o: {
       );
     }
 
-    // Identities: every key ever created answers as the model says (gone once deleted).
-    for (const key of model.keysEverCreated(ds)) {
-      const root = model.root(ds, key);
-      const real = await view.getIdentity(ds, key);
-      if (root === null) {
-        assert.equal(real, null, `${ds} identity ${key} is deleted`);
-        continue;
-      }
-      const { keys: treeKeys, identifiers } = model.tree(ds, root);
-      assert.ok(real, `${ds} identity ${key} stays`);
-      assert.deepEqual(
-        { identityKey: real.identityKey, eventCount: real.eventCount, identifiers: real.identifiers, absorbedKeys: [...real.absorbedKeys].sort() },
-        { identityKey: root, eventCount: model.recordsOf(ds, root).length, identifiers, absorbedKeys: treeKeys.filter((k) => k !== root).sort() },
-        `${ds} identity ${key}`,
-      );
-    }
-    // Identifier links.
-    for (const [u, count] of o.users.entries()) {
-      for (let j = 0; j < count; j++) {
-        const identifier = identifierOf(u, j);
-        const linked = await view.identityOfIdentifier(ds, identifier);
-        assert.equal(linked === null ? null : await view.resolveIdentity(ds, linked), model.linkedKey(ds, identifier), `${ds} link of ${short(identifier)}`);
-      }
-    }
+    // Identities: every key ever created answers as the model says (gone with its last record), and
+    // every user's identifier has a link row exactly when the model links it.
+    const everyIdentifier = o.users.flatMap((count, u) => Array.from({ length: count }, (_, j) => identifierOf(u, j)));
+    await assertIdentities(view, ds, model.mapsOf(ds), (root) => model.recordsOf(ds, root).length, everyIdentifier, short);
     // Suppressed events: dropped before the view, counted.
     const suppressed = (await view.counters(ds, 0)).filter((c) => c.name === 'suppressed').reduce((n, c) => n + c.n, 0);
     assert.equal(suppressed, model.dropped.get(ds) ?? 0, `${ds}: events counted as suppressed`);

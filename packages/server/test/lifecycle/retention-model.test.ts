@@ -61,7 +61,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { statsDocument } from '../../src/analytics/stats-document.js';
+import { statsDocument, type StatsFigures } from '../../src/analytics/stats-document.js';
 import { controlDbFile, queueDbFile, viewDbFile } from '../../src/config.js';
 import { ControlPlaneService } from '../../src/control/control-plane-service.js';
 import type { DataSetPolicy } from '../../src/control/data-set-policy.js';
@@ -80,6 +80,8 @@ import { createLogger } from '../../src/observability/logger.js';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import { sha } from '../helpers/event-generator.js';
 import { tempDataDir } from '../helpers/server-process.js';
+import { assertIdentities, linkRecord, treeOf, type IdentityMaps } from '../helpers/identity-linking-model.js';
+import { carried, identifiersOfParts, who, type Who } from '../helpers/model-people.js';
 
 const ENV = 'production' as const;
 const DATA_SETS = ['shop', 'app'] as const;
@@ -94,11 +96,6 @@ const RUNS = (n: number) => Number(process.env.MODEL_RUNS ?? n);
 // ---------------------------------------------------------------------------------------------
 // Scenario (what fast-check generates)
 // ---------------------------------------------------------------------------------------------
-
-type Who =
-  | { readonly kind: 'user'; readonly u: number; readonly mask: number }
-  | { readonly kind: 'link'; readonly u: number; readonly v: number; readonly mask: number }
-  | { readonly kind: 'none' };
 
 interface EventSpec {
   /** Pool id (0-5), or null: an event without id (a record of its own). */
@@ -153,11 +150,6 @@ interface Freedom {
   readonly timestamps: boolean;
 }
 
-const who: fc.Arbitrary<Who> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ kind: fc.constant('user' as const), u: fc.nat(3), mask: fc.nat(6) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('link' as const), u: fc.nat(3), v: fc.nat(3), mask: fc.nat(6) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('none' as const) }) },
-);
 /** Clock moves: none (same instant), whole minutes (boundaries hit exactly), any second, or (timestamps) any millisecond. */
 function advance(ms: boolean): fc.Arbitrary<number> {
   return fc.oneof(
@@ -238,28 +230,9 @@ interface Queued {
   readonly type: string;
 }
 
-const identifiersOfParts = (emails: readonly string[], phones: readonly string[]) => [...emails.map((e) => `email:${e}`), ...phones.map((p) => `phone:${p}`)];
-
-/** The (user, identifier index) pairs an event carries. */
-function carried(spec: EventSpec, users: readonly number[]): [number, number][] {
-  const n = users.length;
-  const w = spec.who;
-  if (w.kind === 'none') return [];
-  if (w.kind === 'user') {
-    const u = w.u % n;
-    const c = users[u]!;
-    const bits = (w.mask % ((1 << c) - 1)) + 1; // a non-empty subset of the user's identifiers
-    return Array.from({ length: c }, (_, j) => j).filter((j) => bits & (1 << j)).map((j) => [u, j]);
-  }
-  const u = w.u % n;
-  const v = w.v % n;
-  const pairs: [number, number][] = [[u, w.mask % users[u]!]];
-  if (v !== u) pairs.push([v, (w.mask >> 1) % users[v]!]);
-  return pairs;
-}
 
 function materialize(spec: EventSpec, ds: string, id: string | null, timestamp: number, users: readonly number[]) {
-  const pairs = carried(spec, users);
+  const pairs = carried(spec.who, users);
   const emails = pairs.filter(([, j]) => j % 2 === 0).map(([u, j]) => hashOf(u, j));
   const phones = pairs.filter(([, j]) => j % 2 === 1).map(([u, j]) => hashOf(u, j));
   const userData: Record<string, unknown> = {};
@@ -380,33 +353,9 @@ class DocModel {
       type: q.type,
       timestamp: q.timestamp, // the newer value wins too
     };
-    const identifiers = identifiersOfParts(merged.emails, merged.phones);
-    const nodes = this.#of(this.nodes, q.ds);
-    const links = this.#of(this.links, q.ds);
-    const created = this.#of(this.created, q.ds);
-    const live = new Set<string>();
-    const oldRoot = this.root(q.ds, old?.identity ?? null);
-    if (oldRoot !== null) live.add(oldRoot);
-    for (const i of identifiers) {
-      const r = this.root(q.ds, links.get(i) ?? null);
-      if (r !== null) live.add(r);
-    }
-    let identity: string | null = null;
-    if (live.size === 0 && identifiers.length > 0) {
-      // "ik_<queue position of the record that started it>"
-      identity = `ik_${q.seq}`;
-      nodes.set(identity, identity);
-      created.set(identity, q.seq);
-    } else if (live.size > 0) {
-      // "the older key (earlier queue position) survives and the other is absorbed"
-      identity = [...live].sort((a, b) => created.get(a)! - created.get(b)!)[0]!;
-      for (const [key, r] of nodes) if (live.has(r)) nodes.set(key, identity);
-    }
-    for (const i of identifiers) {
-      if (links.has(i) && this.root(q.ds, links.get(i)!) !== null) continue;
-      links.set(i, identity!);
+    const identity = linkRecord(this.mapsOf(q.ds), q.seq, old?.identity ?? null, identifiersOfParts(merged.emails, merged.phones), (i) => {
       if (this.#retired.delete(`${q.ds}\u0000${i}`)) this.tally.relinked++;
-    }
+    });
     this.records.set(k, { ...merged, identity });
     return old ? 'merged' : 'created';
   }
@@ -450,27 +399,19 @@ class DocModel {
 
   /** Keys of the identity tree of `root`, and its identifiers. */
   tree(ds: string, root: string): { keys: string[]; identifiers: string[] } {
-    const keys = [...this.#of(this.nodes, ds)].filter(([, r]) => r === root).map(([k]) => k);
-    const set = new Set(keys);
-    const identifiers = [...this.#of(this.links, ds)].filter(([, k]) => set.has(k)).map(([i]) => i).sort();
-    return { keys, identifiers };
+    return treeOf(this.mapsOf(ds), root);
+  }
+
+  /** The data set's identity maps (identity-linking-model.ts). */
+  mapsOf(ds: string): IdentityMaps {
+    return { nodes: this.#of(this.nodes, ds), created: this.#of(this.created, ds), links: this.#of(this.links, ds) };
   }
 
   recordsOf(ds: string, root: string): MRecord[] {
     return [...this.records.values()].filter((r) => r.ds === ds && this.root(ds, r.identity) === root);
   }
 
-  keysEverCreated(ds: string): string[] {
-    return [...this.#of(this.created, ds).keys()];
-  }
 
-  hasLink(ds: string, identifier: string): boolean {
-    return this.#of(this.links, ds).has(identifier);
-  }
-
-  linkedKey(ds: string, identifier: string): string | null {
-    return this.root(ds, this.#of(this.links, ds).get(identifier) ?? null);
-  }
 
   /**
    * The hourly statistics: distinct events "counted once, in the hour of their first_received_at,
@@ -501,15 +442,8 @@ class DocModel {
   }
 }
 
-interface HourFigures {
-  events: number;
-  received: number;
-  merged_duplicates: number;
-  discarded_after_merge_window: number;
-  by_event_type: Record<string, number>;
-  by_source: Record<string, number>;
-  value_by_currency: Record<string, number>;
-}
+/** The figures of an hour the model derives from the queue (stats-document.ts). */
+type HourFigures = Pick<StatsFigures, 'events' | 'received' | 'merged_duplicates' | 'discarded_after_merge_window' | 'by_event_type' | 'by_source' | 'value_by_currency'>;
 
 // ---------------------------------------------------------------------------------------------
 // The real components
@@ -717,32 +651,10 @@ async function assertMatches(o: { model: DocModel; view: SqlitePartitionedView; 
     // Expired records answer null (`events get`: "expired by the view retention").
     for (const r of model.expired.values()) if (r.ds === ds && !model.records.has(rkey(ds, r.key))) assert.equal(await view.getRecord(ds, r.key), null, `${ds} ${r.key} expired`);
 
-    // Identities: every key ever created answers as the model says (gone with its last record).
-    for (const key of model.keysEverCreated(ds)) {
-      const root = model.root(ds, key);
-      const real = await view.getIdentity(ds, key);
-      if (root === null) {
-        assert.equal(real, null, `${ds} identity ${key} is deleted`);
-        continue;
-      }
-      const { keys: treeKeys, identifiers } = model.tree(ds, root);
-      assert.ok(real, `${ds} identity ${key} stays`);
-      assert.deepEqual(
-        { identityKey: real.identityKey, eventCount: real.eventCount, identifiers: real.identifiers, absorbedKeys: [...real.absorbedKeys].sort() },
-        { identityKey: root, eventCount: model.recordsOf(ds, root).length, identifiers, absorbedKeys: treeKeys.filter((k) => k !== root).sort() },
-        `${ds} identity ${key}`,
-      );
-    }
-    // Identifier links.
-    for (const [u, count] of o.users.entries()) {
-      for (let j = 0; j < count; j++) {
-        const identifier = identifierOf(u, j);
-        const linked = await view.identityOfIdentifier(ds, identifier);
-        // The link row itself goes with the identity (a stale link to a deleted key would resolve to null too).
-        assert.equal(linked !== null, model.hasLink(ds, identifier), `${ds} link row of ${short(identifier)}`);
-        assert.equal(linked === null ? null : await view.resolveIdentity(ds, linked), model.linkedKey(ds, identifier), `${ds} link of ${short(identifier)}`);
-      }
-    }
+    // Identities: every key ever created answers as the model says (gone with its last record), and
+    // every user's identifier has a link row exactly when the model links it.
+    const everyIdentifier = o.users.flatMap((count, u) => Array.from({ length: count }, (_, j) => identifierOf(u, j)));
+    await assertIdentities(view, ds, model.mapsOf(ds), (root) => model.recordsOf(ds, root).length, everyIdentifier, short);
     // The hourly statistics stay: what the queue gives, expired records counted.
     const doc = statsDocument(ds, 0, await view.counters(ds, 0));
     const got = new Map(doc.hours.map((h) => [h.hour, {
