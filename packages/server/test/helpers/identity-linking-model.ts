@@ -95,3 +95,34 @@ export async function assertIdentities(
     assert.equal(linked === null ? null : await view.resolveIdentity(ds, linked), rootOf(maps, maps.links.get(identifier) ?? null), `${ds} link of ${label(identifier)}`);
   }
 }
+
+/** The map of data set `ds` in a map by data set (created empty on first use). */
+export function mapOf<T>(byDataSet: Map<string, Map<string, T>>, ds: string): Map<string, T> {
+  let m = byDataSet.get(ds);
+  if (!m) byDataSet.set(ds, (m = new Map()));
+  return m;
+}
+
+/** IdentityMaps per data set: the identity part of a model that keeps several data sets. */
+export class DataSetIdentities {
+  /** Per data set: live identity node → its root (trees are flat: "the older key survives"). */
+  readonly nodes = new Map<string, Map<string, string>>();
+  /** Per data set: every key ever created → its queue position. */
+  readonly created = new Map<string, Map<string, number>>();
+  /** Per data set: identifier → the key it was linked to. */
+  readonly links = new Map<string, Map<string, string>>();
+
+  /** The data set's identity maps. */
+  mapsOf(ds: string): IdentityMaps {
+    return { nodes: mapOf(this.nodes, ds), created: mapOf(this.created, ds), links: mapOf(this.links, ds) };
+  }
+
+  root(ds: string, key: string | null): string | null {
+    return rootOf(this.mapsOf(ds), key);
+  }
+
+  /** Keys of the identity tree of `root`, and its identifiers. */
+  tree(ds: string, root: string): { keys: string[]; identifiers: string[] } {
+    return treeOf(this.mapsOf(ds), root);
+  }
+}

@@ -2,9 +2,10 @@
  * The people of the lifecycle model tests (test/lifecycle/deletion-model.test.ts,
  * retention-model.test.ts): who an event carries (a subset of one user's identifiers, one
  * identifier of each of two users, or none), as a fast-check arbitrary and as (user, identifier
- * index) pairs, and the typed identifiers of an event's emails and phones.
+ * index) pairs, and the typed identifiers of an event's emails and phones; the users' identifiers.
  */
 import fc from 'fast-check';
+import { sha } from './event-generator.js';
 
 /** Who an event carries: some of user u's identifiers (mask), a link of users u and v, or nobody. */
 export type Who =
@@ -40,3 +41,29 @@ export const identifiersOfParts = (emails: readonly string[], phones: readonly s
   ...emails.map((e) => `email:${e}`),
   ...phones.map((p) => `phone:${p}`),
 ];
+
+/**
+ * The users of a model test, their identifiers seeded by `name`: identifier j of user u is an email
+ * (j even) or a phone (j odd), a SHA-256 hex digest, typed as the view types it (merged-view/identity.ts).
+ */
+export function modelUsers(name: string) {
+  const hashOf = (u: number, j: number) => sha(`${name}-user-${u}-${j}`);
+  return {
+    hashOf,
+    identifierOf: (u: number, j: number) => `${j % 2 === 0 ? 'email' : 'phone'}:${hashOf(u, j)}`,
+    /** The hashed emails and phones an event of `w` carries. */
+    identifiersCarried(w: Who, users: readonly number[]): { emails: string[]; phones: string[] } {
+      const pairs = carried(w, users);
+      return {
+        emails: pairs.filter(([, j]) => j % 2 === 0).map(([u, j]) => hashOf(u, j)),
+        phones: pairs.filter(([, j]) => j % 2 === 1).map(([u, j]) => hashOf(u, j)),
+      };
+    },
+    /** `s` with each user's digest written u<u>.<j> (others shortened): readable traces. */
+    short: (s: string) =>
+      s.replace(/[0-9a-f]{64}/g, (h) => {
+        for (let u = 0; u < 4; u++) for (let j = 0; j < 3; j++) if (hashOf(u, j) === h) return `u${u}.${j}`;
+        return `${h.slice(0, 6)}…`;
+      }),
+  };
+}

@@ -71,35 +71,29 @@ import fc from 'fast-check';
 import { environmentDir, queueDbFile, viewDbFile } from '../../src/config.js';
 import type { ControlPlane } from '../../src/control/control-plane.js';
 import { partitionedLag } from '../../src/consumer/postgres-partitions.js';
-import { readingAhead } from '../../src/consumer/read-ahead-source.js';
 import { SqliteQueueSource } from '../../src/consumer/sqlite-queue-source.js';
 import { ViewConsumer, type StepResult } from '../../src/consumer/view-consumer.js';
 import type { DeletionKind, DeletionRequest, DeletionResult, LifecycleBackend } from '../../src/lifecycle/lifecycle-backend.js';
 import { LifecycleRunner } from '../../src/lifecycle/lifecycle-runner.js';
-import { PostgresLifecycleBackend } from '../../src/lifecycle/postgres-lifecycle-backend.js';
 import { PostgresSuppressionList } from '../../src/lifecycle/postgres-lifecycle-store.js';
 import { SqliteLifecycleBackend } from '../../src/lifecycle/sqlite-lifecycle-backend.js';
 import { lifecycleDbFile, SuppressionList } from '../../src/lifecycle/sqlite-lifecycle-store.js';
 import { SqlitePartitionedView } from '../../src/merged-view/partitioned-view-store.js';
-import { PostgresViewStore } from '../../src/merged-view/postgres-view-store.js';
 import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
 import { viewPartitionFile } from '../../src/merged-view/sqlite-view-layout.js';
 import { DEFAULT_HOT_LINKS } from '../../src/merged-view/view-hot-state.js';
 import type { ViewStore } from '../../src/merged-view/view-store.js';
-import { partitionConsumer, VIEW_CONSUMER } from '../../src/model/consumer-offsets.js';
+import { VIEW_CONSUMER } from '../../src/model/consumer-offsets.js';
 import { partitionAmong } from '../../src/model/data-set-partition.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { createPool, migrate, schemaOf } from '../../src/postgres/database.js';
-import { queuePartitionOf } from '../../src/postgres/partitions.js';
 import type { AppendReceipt, QueueAppend, QueueRecord } from '../../src/queue/event-queue.js';
-import { PostgresEventQueue, readSegments } from '../../src/queue/postgres-event-queue.js';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import { lastQueuedSeq, openQueueDatabase } from '../../src/queue/sqlite-queue-store.js';
-import { sha } from '../helpers/event-generator.js';
-import { freshDatabase, pgOnly, queryDatabase } from '../helpers/postgres.js';
+import { pgOnly } from '../helpers/postgres.js';
 import { tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
-import { assertIdentities, linkRecord, treeOf, type IdentityMaps } from '../helpers/identity-linking-model.js';
-import { carried, identifiersOfParts, who, type Who } from '../helpers/model-people.js';
+import { assertIdentities, DataSetIdentities, linkRecord, mapOf } from '../helpers/identity-linking-model.js';
+import { identifiersOfParts, modelUsers, who, type Who } from '../helpers/model-people.js';
+import { openModelLanes, resetModelDatabase } from '../helpers/postgres-model-lanes.js';
 
 const ENV = 'production' as const;
 const DATA_SETS = ['shop', 'app'] as const;
@@ -176,9 +170,7 @@ function scenario(kinds: readonly DeletionKind[], suppress: boolean): fc.Arbitra
 // Events
 // ---------------------------------------------------------------------------------------------
 
-/** Identifier j of user u, typed as the view types it (merged-view/identity.ts): email or phone SHA-256 hex. */
-const hashOf = (u: number, j: number) => sha(`deletion-model-user-${u}-${j}`);
-const identifierOf = (u: number, j: number) => `${j % 2 === 0 ? 'email' : 'phone'}:${hashOf(u, j)}`;
+const { identifierOf, identifiersCarried, short } = modelUsers('deletion-model');
 
 interface Queued {
   readonly seq: number;
@@ -194,16 +186,14 @@ interface Queued {
 const identifiersOfQueued = (q: Queued) => identifiersOfParts(q.emails, q.phones);
 
 function materialize(spec: EventSpec, ds: string, users: readonly number[], timestamp: number): Omit<Queued, 'seq' | 'receivedAt'> {
-  const pairs = carried(spec.who, users);
-  const emails = pairs.filter(([, j]) => j % 2 === 0).map(([u, j]) => hashOf(u, j));
-  const phones = pairs.filter(([, j]) => j % 2 === 1).map(([u, j]) => hashOf(u, j));
+  const { emails, phones } = identifiersCarried(spec.who, users);
   const id = `e${spec.id}`;
   const userData: Record<string, unknown> = {};
   if (emails.length > 0) userData.email_address = emails;
   if (phones.length > 0) userData.phone_numbers = phones;
   const event: Record<string, unknown> = {
     data_set_id: ds, id, timestamp, event_type: 'purchase', value: spec.value, currency_code: 'USD', source: 'website',
-    ...(pairs.length > 0 ? { user_data: userData } : {}),
+    ...(emails.length + phones.length > 0 ? { user_data: userData } : {}),
   };
   return { ds, id, emails, phones, value: spec.value, event };
 }
@@ -238,30 +228,15 @@ interface MRequest {
 const unionOf = (older: readonly string[], newer: readonly string[]) => [...new Set([...older, ...newer])];
 const rkey = (ds: string, id: string) => `${ds}\u0000${id}`;
 
-class DocModel {
+/** The guide's rules applied record at a time; its identities per data set are DataSetIdentities'. */
+class DocModel extends DataSetIdentities {
   /** Everything ever queued, by seq. */
   readonly queued = new Map<number, Queued>();
   readonly erased = new Set<number>();
   readonly records = new Map<string, MRecord>();
-  /** Per data set: live identity node → its root (trees are flat: "the older key survives"). */
-  readonly nodes = new Map<string, Map<string, string>>();
-  /** Per data set: every key ever created → its queue position. */
-  readonly created = new Map<string, Map<string, number>>();
-  /** Per data set: identifier → the key it was linked to. */
-  readonly links = new Map<string, Map<string, string>>();
   readonly dropped = new Map<string, number>();
   /** Identifiers whose events queued after `bound` are dropped (--suppress), per data set. */
   readonly suppression = new Map<string, { bound: number; identifiers: Set<string> }>();
-
-  #of<T>(map: Map<string, Map<string, T>>, ds: string): Map<string, T> {
-    let m = map.get(ds);
-    if (!m) map.set(ds, (m = new Map()));
-    return m;
-  }
-
-  root(ds: string, key: string | null): string | null {
-    return key === null ? null : (this.#of(this.nodes, ds).get(key) ?? null);
-  }
 
   queue(q: Queued): void {
     this.queued.set(q.seq, q);
@@ -293,23 +268,13 @@ class DocModel {
     this.records.set(k, { ...merged, identity });
   }
 
-  /** Keys of the identity tree of `root`, and its identifiers. */
-  tree(ds: string, root: string): { keys: string[]; identifiers: string[] } {
-    return treeOf(this.mapsOf(ds), root);
-  }
-
-  /** The data set's identity maps (identity-linking-model.ts). */
-  mapsOf(ds: string): IdentityMaps {
-    return { nodes: this.#of(this.nodes, ds), created: this.#of(this.created, ds), links: this.#of(this.links, ds) };
-  }
-
   recordsOf(ds: string, root: string): MRecord[] {
     return [...this.records.values()].filter((r) => r.ds === ds && this.root(ds, r.identity) === root);
   }
 
   /** The identity a forget request names, resolved now (null when unknown). */
   resolve(ds: string, kind: DeletionKind, target: string): string | null {
-    if (kind === 'forget_identifier') return this.root(ds, this.#of(this.links, ds).get(target) ?? null);
+    if (kind === 'forget_identifier') return this.root(ds, mapOf(this.links, ds).get(target) ?? null);
     if (kind === 'forget_identity') return this.root(ds, target);
     return null;
   }
@@ -325,8 +290,8 @@ class DocModel {
   #dropIfEmpty(ds: string, root: string): [number, number] {
     if (this.recordsOf(ds, root).length > 0) return [0, 0];
     const { keys, identifiers } = this.tree(ds, root);
-    const nodes = this.#of(this.nodes, ds);
-    const links = this.#of(this.links, ds);
+    const nodes = mapOf(this.nodes, ds);
+    const links = mapOf(this.links, ds);
     for (const k of keys) nodes.delete(k);
     for (const i of identifiers) links.delete(i);
     return [keys.length, identifiers.length];
@@ -375,7 +340,7 @@ class DocModel {
   }
 
   keysEverCreated(ds: string): string[] {
-    return [...this.#of(this.created, ds).keys()];
+    return [...mapOf(this.created, ds).keys()];
   }
 
 }
@@ -514,48 +479,28 @@ function postgresProfile(): ProfileKind {
   let url: string | null = null;
   return {
     async open(sc, dataSets) {
-      if (url === null) url = await freshDatabase('deletion_model');
-      else await queryDatabase(url, `DROP SCHEMA IF EXISTS ${schemaOf(ENV)} CASCADE`);
-      await migrate(url, ENV);
-      const pool = createPool(url, ENV, { max: 6 });
-      const queuePool = createPool(url, ENV, { max: 2, settings: { lock_timeout: '5s', statement_timeout: '30s' } });
-      const queue = new PostgresEventQueue(queuePool);
-      const view = new PostgresViewStore(pool);
-      const backend = new PostgresLifecycleBackend(pool);
-      const suppressions = new PostgresSuppressionList(pool, { checkEveryMs: 0 });
-      const parts = [...new Set(dataSets.map(queuePartitionOf))];
-      const lanes = parts.map((part, lane) => {
-        const source = readingAhead((fromSeq, limit) => readSegments(pool, { fromSeq, limit, part }));
-        const consumer = new ViewConsumer(view, source, {
-          batchSize: sc.batchSizes[lane]!,
-          mergeWindowMs: () => MERGE_WINDOW_MS,
-          consumer: partitionConsumer(VIEW_CONSUMER, part),
-          suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
-        });
-        return { source, consumer };
-      });
+      url = await resetModelDatabase(url, 'deletion_model', ENV);
+      const pg = openModelLanes(url, ENV, dataSets, (lane) => ({
+        batchSize: sc.batchSizes[lane]!,
+        mergeWindowMs: () => MERGE_WINDOW_MS,
+        suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
+      }));
+      const suppressions = new PostgresSuppressionList(pg.pool, { checkEveryMs: 0 });
       return {
-        lanes: parts.length,
-        laneOf: (ds) => parts.indexOf(queuePartitionOf(ds)),
+        lanes: pg.lanes.length,
+        laneOf: pg.laneOf,
         // A partition's offset stays after its own last record (postgres-lifecycle-backend.ts `applied`).
         caughtUp: (offset, _seq, ownUpTo) => offset > ownUpTo,
-        append: (batch) => queue.append(batch),
-        lastQueuedSeq: async () => (await partitionedLag(pool, await view.offsets(`${VIEW_CONSUMER}/`), Date.now())).queue_last_seq,
+        append: (batch) => pg.queue.append(batch),
+        lastQueuedSeq: async () => (await partitionedLag(pg.pool, await pg.view.offsets(`${VIEW_CONSUMER}/`), Date.now())).queue_last_seq,
         async step(p) {
           await suppressions.refresh();
-          return lanes[p]!.consumer.step();
+          return pg.lanes[p]!.step();
         },
-        lifecycle: backend,
-        readQueue: (ds) => queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds }),
-        view,
-        async close() {
-          await queue.close();
-          for (const lane of lanes) await lane.source.close();
-          await backend.close();
-          await view.close();
-          await queuePool.end();
-          await pool.end();
-        },
+        lifecycle: pg.lifecycle,
+        readQueue: (ds) => pg.queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds }),
+        view: pg.view,
+        close: () => pg.close(),
       };
     },
     async dispose() {},
@@ -680,11 +625,6 @@ async function runScenario(sc: Scenario, profile: Profile, dataSets: readonly st
     await profile.close();
   }
 }
-
-const short = (s: string) => s.replace(/[0-9a-f]{64}/g, (h) => {
-  for (let u = 0; u < 4; u++) for (let j = 0; j < 3; j++) if (hashOf(u, j) === h) return `u${u}.${j}`;
-  return `${h.slice(0, 6)}…`;
-});
 
 // ---------------------------------------------------------------------------------------------
 // Assertions

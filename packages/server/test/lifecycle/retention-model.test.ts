@@ -79,32 +79,25 @@ import type { DataSetPolicy } from '../../src/control/data-set-policy.js';
 import { PostgresControlStore } from '../../src/control/postgres-control-store.js';
 import { SecretBox } from '../../src/control/secret-box.js';
 import { SqliteControlStore } from '../../src/control/sqlite-control-store.js';
-import { readingAhead } from '../../src/consumer/read-ahead-source.js';
 import { SqliteQueueSource } from '../../src/consumer/sqlite-queue-source.js';
 import { ViewConsumer, type StepResult } from '../../src/consumer/view-consumer.js';
 import type { LifecycleBackend } from '../../src/lifecycle/lifecycle-backend.js';
 import { LifecycleRunner, RETENTION_COMMIT_MARGIN_MS } from '../../src/lifecycle/lifecycle-runner.js';
-import { PostgresLifecycleBackend } from '../../src/lifecycle/postgres-lifecycle-backend.js';
 import { SqliteLifecycleBackend } from '../../src/lifecycle/sqlite-lifecycle-backend.js';
 import { SqlitePartitionedView } from '../../src/merged-view/partitioned-view-store.js';
-import { PostgresViewStore } from '../../src/merged-view/postgres-view-store.js';
 import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
 import { viewPartitionFile } from '../../src/merged-view/sqlite-view-layout.js';
 import { DEFAULT_HOT_LINKS } from '../../src/merged-view/view-hot-state.js';
 import type { ViewStore } from '../../src/merged-view/view-store.js';
-import { partitionConsumer, VIEW_CONSUMER } from '../../src/model/consumer-offsets.js';
 import { partitionAmong } from '../../src/model/data-set-partition.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { createPool, migrate, schemaOf } from '../../src/postgres/database.js';
-import { queuePartitionOf } from '../../src/postgres/partitions.js';
 import type { AppendReceipt, QueueAppend } from '../../src/queue/event-queue.js';
-import { PostgresEventQueue, readSegments } from '../../src/queue/postgres-event-queue.js';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
-import { sha } from '../helpers/event-generator.js';
-import { freshDatabase, pgOnly, queryDatabase } from '../helpers/postgres.js';
+import { pgOnly } from '../helpers/postgres.js';
 import { tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
-import { assertIdentities, linkRecord, treeOf, type IdentityMaps } from '../helpers/identity-linking-model.js';
-import { carried, identifiersOfParts, who, type Who } from '../helpers/model-people.js';
+import { assertIdentities, DataSetIdentities, linkRecord, mapOf } from '../helpers/identity-linking-model.js';
+import { identifiersOfParts, modelUsers, who, type Who } from '../helpers/model-people.js';
+import { openModelLanes, resetModelDatabase } from '../helpers/postgres-model-lanes.js';
 
 const ENV = 'production' as const;
 const DATA_SETS = ['shop', 'app'] as const;
@@ -235,9 +228,7 @@ const policyOf = (p: PolicySpec) => {
 // Events
 // ---------------------------------------------------------------------------------------------
 
-/** Identifier j of user u, typed as the view types it (merged-view/identity.ts): email or phone SHA-256 hex. */
-const hashOf = (u: number, j: number) => sha(`retention-model-user-${u}-${j}`);
-const identifierOf = (u: number, j: number) => `${j % 2 === 0 ? 'email' : 'phone'}:${hashOf(u, j)}`;
+const { identifierOf, identifiersCarried, short } = modelUsers('retention-model');
 const TYPES = ['purchase', 'lead'] as const;
 
 interface Queued {
@@ -253,18 +244,15 @@ interface Queued {
   readonly type: string;
 }
 
-
 function materialize(spec: EventSpec, ds: string, id: string | null, timestamp: number, users: readonly number[]) {
-  const pairs = carried(spec.who, users);
-  const emails = pairs.filter(([, j]) => j % 2 === 0).map(([u, j]) => hashOf(u, j));
-  const phones = pairs.filter(([, j]) => j % 2 === 1).map(([u, j]) => hashOf(u, j));
+  const { emails, phones } = identifiersCarried(spec.who, users);
   const userData: Record<string, unknown> = {};
   if (emails.length > 0) userData.email_address = emails;
   if (phones.length > 0) userData.phone_numbers = phones;
   const type = TYPES[spec.type];
   const event: Record<string, unknown> = {
     data_set_id: ds, ...(id === null ? {} : { id }), timestamp, event_type: type, value: spec.value, currency_code: 'USD', source: 'website',
-    ...(pairs.length > 0 ? { user_data: userData } : {}),
+    ...(emails.length + phones.length > 0 ? { user_data: userData } : {}),
   };
   return { emails, phones, value: spec.value, type, event };
 }
@@ -301,18 +289,13 @@ const rkey = (ds: string, key: string) => `${ds}\u0000${key}`;
 /** "Per data set and UTC hour". */
 const utcHour = (t: number) => Math.floor(t / HOUR) * HOUR;
 
-class DocModel {
+/** The guide's rules applied record at a time; its identities per data set are DataSetIdentities'. */
+class DocModel extends DataSetIdentities {
   readonly queued = new Map<number, Queued>();
   /** The live records of the view. */
   readonly records = new Map<string, MRecord>();
   /** Records retention deleted (their last state: "stats keeps counting expired events"). */
   readonly expired = new Map<string, MRecord>();
-  /** Per data set: live identity node → its root (trees are flat: "the older key survives"). */
-  readonly nodes = new Map<string, Map<string, string>>();
-  /** Per data set: every key ever created → its queue position. */
-  readonly created = new Map<string, Map<string, number>>();
-  /** Per data set: identifier → the key it was linked to. */
-  readonly links = new Map<string, Map<string, string>>();
   /** `${ds}|${hour of arrival}|received|merged|discarded` → n. */
   readonly arrivals = new Map<string, number>();
   /** What the scenario exercised (printed per property, to see that it is not vacuous). */
@@ -320,21 +303,13 @@ class DocModel {
   /** Identifiers whose identity retention deleted: linking one again is a new identity. */
   readonly #retired = new Set<string>();
 
-  constructor(readonly policies: ReadonlyMap<string, Policy>) {}
-
-  #of<T>(map: Map<string, Map<string, T>>, ds: string): Map<string, T> {
-    let m = map.get(ds);
-    if (!m) map.set(ds, (m = new Map()));
-    return m;
+  constructor(readonly policies: ReadonlyMap<string, Policy>) {
+    super();
   }
 
   #count(ds: string, at: number, name: string): void {
     const k = `${ds}|${utcHour(at)}|${name}`;
     this.arrivals.set(k, (this.arrivals.get(k) ?? 0) + 1);
-  }
-
-  root(ds: string, key: string | null): string | null {
-    return key === null ? null : (this.#of(this.nodes, ds).get(key) ?? null);
   }
 
   queue(q: Queued): void {
@@ -414,20 +389,10 @@ class DocModel {
       }
       const { keys, identifiers } = this.tree(ds, root);
       this.tally.deletedIdentities++;
-      for (const key of keys) this.#of(this.nodes, ds).delete(key);
-      for (const i of identifiers) (this.#of(this.links, ds).delete(i), this.#retired.add(`${ds}\u0000${i}`));
+      for (const key of keys) mapOf(this.nodes, ds).delete(key);
+      for (const i of identifiers) (mapOf(this.links, ds).delete(i), this.#retired.add(`${ds}\u0000${i}`));
     }
     return gone;
-  }
-
-  /** Keys of the identity tree of `root`, and its identifiers. */
-  tree(ds: string, root: string): { keys: string[]; identifiers: string[] } {
-    return treeOf(this.mapsOf(ds), root);
-  }
-
-  /** The data set's identity maps (identity-linking-model.ts). */
-  mapsOf(ds: string): IdentityMaps {
-    return { nodes: this.#of(this.nodes, ds), created: this.#of(this.created, ds), links: this.#of(this.links, ds) };
   }
 
   recordsOf(ds: string, root: string): MRecord[] {
@@ -592,44 +557,25 @@ function postgresProfile(): ProfileKind {
   let url: string | null = null;
   return {
     async open(sc, dataSets, policies) {
-      if (url === null) url = await freshDatabase('retention_model');
-      else await queryDatabase(url, `DROP SCHEMA IF EXISTS ${schemaOf(ENV)} CASCADE`);
-      await migrate(url, ENV);
-      const pool = createPool(url, ENV, { max: 6 });
-      const queuePool = createPool(url, ENV, { max: 2, settings: { lock_timeout: '5s', statement_timeout: '30s' } });
-      const controlPlane = new ControlPlaneService(new PostgresControlStore(pool, { name: `PostgreSQL schema ecapi_${ENV}` }), new SecretBox(randomBytes(32)));
-      const queue = new PostgresEventQueue(queuePool);
-      const view = new PostgresViewStore(pool);
-      const backend = new PostgresLifecycleBackend(pool);
-      const parts = [...new Set(dataSets.map(queuePartitionOf))];
-      const lanes = parts.map((part, lane) => {
-        const source = readingAhead((fromSeq, limit) => readSegments(pool, { fromSeq, limit, part }));
-        const consumer = new ViewConsumer(view, source, {
-          batchSize: sc.batchSizes[lane]!,
-          mergeWindowMs: (ds) => policies().get(ds)!.mergeWindowMs,
-          consumer: partitionConsumer(VIEW_CONSUMER, part),
-        });
-        return { source, consumer };
-      });
-      const laneOf = (ds: string) => parts.indexOf(queuePartitionOf(ds));
+      url = await resetModelDatabase(url, 'retention_model', ENV);
+      const pg = openModelLanes(url, ENV, dataSets, (lane) => ({
+        batchSize: sc.batchSizes[lane]!,
+        mergeWindowMs: (ds) => policies().get(ds)!.mergeWindowMs,
+      }));
+      const controlPlane = new ControlPlaneService(new PostgresControlStore(pg.pool, { name: `PostgreSQL schema ecapi_${ENV}` }), new SecretBox(randomBytes(32)));
       return {
-        lanes: parts.length,
-        laneOf,
+        lanes: pg.lanes.length,
+        laneOf: pg.laneOf,
         caughtUp: (offset, _lastSeq, ownLast) => offset > ownLast,
-        firstUnapplied: (lane, offset, queued) => [...queued.values()].find((q) => q.seq >= offset && laneOf(q.ds) === lane),
+        firstUnapplied: (lane, offset, queued) => [...queued.values()].find((q) => q.seq >= offset && pg.laneOf(q.ds) === lane),
         controlPlane,
-        append: (batch) => queue.append(batch),
-        step: (p) => lanes[p]!.consumer.step(),
-        lifecycle: backend,
-        view,
+        append: (batch) => pg.queue.append(batch),
+        step: (p) => pg.lanes[p]!.step(),
+        lifecycle: pg.lifecycle,
+        view: pg.view,
         async close() {
-          await queue.close();
-          for (const lane of lanes) await lane.source.close();
-          await backend.close();
-          await view.close();
           await controlPlane.close();
-          await queuePool.end();
-          await pool.end();
+          await pg.close();
         },
       };
     },
@@ -779,11 +725,6 @@ async function runScenario(sc: Scenario, kind: ProfileKind, trace: string[]): Pr
     await profile.close();
   }
 }
-
-const short = (s: string) => s.replace(/[0-9a-f]{64}/g, (h) => {
-  for (let u = 0; u < 4; u++) for (let j = 0; j < 3; j++) if (hashOf(u, j) === h) return `u${u}.${j}`;
-  return `${h.slice(0, 6)}…`;
-});
 
 // ---------------------------------------------------------------------------------------------
 // Assertions
