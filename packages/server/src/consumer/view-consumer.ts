@@ -64,6 +64,10 @@ export class ViewConsumer {
   /** Applies one batch; returns what it did (moved: false when caught up). */
   async step(): Promise<StepResult> {
     const from = await this.#store.offset(this.#name);
+    const held = { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: false };
+    // Held at a fence (merged-view/view-fence.ts): nothing to read until it is released.
+    const fenceBefore = (await this.#store.fence?.()) ?? null;
+    if (fenceBefore !== null && from > fenceBefore) return held;
     const limit = this.#options.batchSize ?? DEFAULT_BATCH_SIZE;
     let records: QueueRecord[];
     let nextSeq: number;
@@ -72,11 +76,23 @@ export class ViewConsumer {
       records = await this.#source.read(from, limit);
       nextSeq = records.length > 0 ? records[records.length - 1]!.seq + 1 : from;
     }
-    if (nextSeq === from) return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: false };
+    if (nextSeq === from) return held;
     return this.#store.transaction(async (tx) => {
       if ((await tx.offset(this.#name)) !== from) {
         // Another consumer applied these meanwhile; start over from the new offset.
         return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: true };
+      }
+      // The fence again, under the write lock: one set after the read above still stops this batch
+      // at it, so no batch ever commits past a fence (the records past it are read again later).
+      const fence = (await tx.fence?.()) ?? null;
+      if (fence !== null) {
+        if (from > fence) return held;
+        if (nextSeq > fence + 1) {
+          let keep = records.length;
+          while (keep > 0 && records[keep - 1]!.seq > fence) keep--;
+          records = records.slice(0, keep);
+          nextSeq = fence + 1;
+        }
       }
       const result = records.length > 0 ? await (this.#options.applier ?? applyRecords)(tx, records, this.#options) : { records: 0, created: 0, merged: 0, discarded: 0 };
       await tx.setOffset(this.#name, nextSeq);

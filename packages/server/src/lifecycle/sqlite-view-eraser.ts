@@ -31,6 +31,7 @@ import { VIEW_JOURNAL_SIZE_LIMIT } from '../merged-view/sqlite-view-store.js';
 import { erasedRecordEntry, erasedRecordOf, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
 import { GENERATION_SCHEMA, generationStatements } from '../merged-view/view-generation.js';
+import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from '../merged-view/view-fence.js';
 
 interface RecordIdentityRow {
   rowid: number;
@@ -63,6 +64,8 @@ export class SqliteViewEraser implements ViewEraser {
    * across batches and drops them when it moved.
    */
   readonly #generation;
+  /** The file's fence (merged-view/view-fence.ts), set and released by lifecycle/parts-fence.ts. */
+  readonly #fence: FenceStatements;
 
   constructor(viewFile: string) {
     this.#db = new Database(viewFile, { fileMustExist: true });
@@ -80,7 +83,9 @@ export class SqliteViewEraser implements ViewEraser {
     this.#db.exec('CREATE INDEX IF NOT EXISTS view_records_expiry ON view_records (data_set_id, last_received_at)');
     this.#db.exec(TALLY_SCHEMA);
     this.#db.exec(GENERATION_SCHEMA);
+    this.#db.exec(FENCE_SCHEMA);
     this.#generation = generationStatements(this.#db);
+    this.#fence = fenceStatements(this.#db);
     const db = this.#db;
     this.#s = {
       expired: db.prepare(
@@ -124,6 +129,40 @@ export class SqliteViewEraser implements ViewEraser {
   /** The partition's consumer offset (next sequence number it applies; 1 before the first batch). */
   offset(): number {
     return (this.#s.offset.get(VIEW_CONSUMER) as number | undefined) ?? 1;
+  }
+
+  /**
+   * Stops the file's consumer where it is: under the write lock (no batch is being committed), the
+   * fence is set just below its offset. Returns that offset (merged-view/view-fence.ts).
+   */
+  freeze(): number {
+    return this.#durably(() =>
+      this.#db.transaction(() => {
+        const offset = this.offset();
+        this.#fence.set(offset - 1);
+        return offset;
+      }).immediate(),
+    );
+  }
+
+  /** Lets the consumer apply up to `upToSeq` and no further (never below its offset: fences only stop). */
+  holdAt(upToSeq: number): void {
+    this.#durably(() =>
+      this.#db.transaction(() => {
+        if (this.offset() > upToSeq + 1) throw new Error(`view fence below the consumer's offset (${this.offset()} > ${upToSeq + 1})`);
+        this.#fence.set(upToSeq);
+      }).immediate(),
+    );
+  }
+
+  /** The fence, or null (merged-view/view-fence.ts). */
+  fence(): number | null {
+    return this.#fence.read();
+  }
+
+  /** The consumer goes on. */
+  releaseFence(): void {
+    this.#durably(() => this.#fence.clear());
   }
 
   /** Runs `work` with synchronous=FULL: its commits are on disk before the request is marked done. */

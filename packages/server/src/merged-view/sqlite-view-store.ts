@@ -33,6 +33,7 @@ import {
 import { fixViewPartitions, LAYOUT_SCHEMA, recordedViewPartitions } from './sqlite-view-layout.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 import { GENERATION_SCHEMA, generationStatements } from './view-generation.js';
+import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from './view-fence.js';
 import { ViewHotState } from './view-hot-state.js';
 import type { IdentifierLinkTable } from './identifier-link-table.js';
 
@@ -88,6 +89,7 @@ CREATE TABLE IF NOT EXISTS consumer_offsets (
 ) WITHOUT ROWID;
 ${LAYOUT_SCHEMA}
 ${GENERATION_SCHEMA}
+${FENCE_SCHEMA}
 CREATE TABLE IF NOT EXISTS consumer_heartbeats (
   consumer TEXT PRIMARY KEY,
   pid INTEGER NOT NULL,
@@ -169,6 +171,7 @@ export class SqliteViewStore implements ViewStore {
   readonly #tx: ViewTransaction;
   #inTransaction = false;
   readonly #generation;
+  readonly #fence: FenceStatements;
   /** The consumer's hot state across batches (view-hot-state.ts), or null (readers, tests that ask for none). */
   readonly #hot: ViewHotState | null;
   /** What the open transaction wrote that the hot state takes after its COMMIT. */
@@ -191,6 +194,7 @@ export class SqliteViewStore implements ViewStore {
   constructor(file: string, options: { autocheckpointPages?: number; hotLinks?: number; hotTableMaxProbe?: number } = {}) {
     this.#db = openDatabase(file, VIEW_SCHEMA);
     this.#generation = generationStatements(this.#db);
+    this.#fence = fenceStatements(this.#db);
     this.#hot = options.hotLinks !== undefined && options.hotLinks > 0 ? new ViewHotState(options.hotLinks, options.hotTableMaxProbe === undefined ? {} : { maxProbe: options.hotTableMaxProbe }) : null;
     // Page cache per open view file: 16 MB. Lookups of random keys (sha256 identifiers, record ids)
     // miss any cache smaller than the view, and a miss is a read from the OS's file cache: 64 MB
@@ -260,6 +264,7 @@ export class SqliteViewStore implements ViewStore {
     const s = this.#s;
     this.#tx = {
       offset: async (consumer) => (s.offset.get(consumer) as number | undefined) ?? 1,
+      fence: async () => this.#fence.read(),
       setOffset: async (consumer, nextSeq) => {
         this.#wrote = true;
         s.setOffset.run(consumer, nextSeq);
@@ -437,6 +442,11 @@ export class SqliteViewStore implements ViewStore {
 
   async offset(consumer: string): Promise<number> {
     return (this.#s.offset.get(consumer) as number | undefined) ?? 1;
+  }
+
+  /** The file's fence (view-fence.ts): the last queue position its consumer may apply, or null. */
+  async fence(): Promise<number | null> {
+    return this.#fence.read();
   }
 
   async getRecord(dataSetId: string, recordKey: string): Promise<MergedRecord | null> {

@@ -83,6 +83,11 @@ export interface ViewTransaction {
   /** The next queue sequence number the consumer must apply (1 on a fresh store). */
   offset(consumer: string): Promise<number>;
   setOffset(consumer: string, nextSeq: number): Promise<void>;
+  /**
+   * The last queue position this view's consumer may apply while the lifecycle holds the parts of a
+   * sharded view at one position (view-fence.ts), or null; absent: never fenced.
+   */
+  fence?(): Promise<number | null>;
   /** Existing records by pairKey(dataSetId, recordKey). */
   loadRecords(refs: readonly RecordRef[]): Promise<Map<string, MergedRecord>>;
   /** Identity key each known identifier links to, by pairKey(dataSetId, identifier). */
@@ -128,6 +133,8 @@ export interface ViewStore {
   /** Runs `work` in one write transaction: commits when it resolves, rolls back when it throws. */
   transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T>;
   offset(consumer: string): Promise<number>;
+  /** As ViewTransaction `fence`, outside a transaction (a cheap check before reading the queue). */
+  fence?(): Promise<number | null>;
   getRecord(dataSetId: string, recordKey: string): Promise<MergedRecord | null>;
   /** Root identity key of `identityKey`, or null when unknown. */
   resolveIdentity(dataSetId: string, identityKey: string): Promise<string | null>;

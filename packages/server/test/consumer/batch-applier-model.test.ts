@@ -29,6 +29,7 @@ import type { ViewStore } from '../../src/merged-view/view-store.js';
 import type { QueueRecord } from '../../src/queue/event-queue.js';
 import { ReferenceView } from '../helpers/reference-view.js';
 import { SqliteViewEraser } from '../../src/lifecycle/sqlite-view-eraser.js';
+import { holdPartsTogether, releaseParts } from '../../src/lifecycle/parts-fence.js';
 import { identifiersOf, normalizeEvent } from '../../src/merged-view/identity.js';
 import { dumpFile } from '../helpers/view-dump.js';
 import { tempDataDir } from '../helpers/server-process.js';
@@ -152,7 +153,14 @@ interface Part {
  * Applies the queue with one consumer per part, stepped in the order `schedule` says, batches
  * failing as `failures` says, until every part is done.
  */
-async function applyParts(parts: readonly Part[], records: QueueRecord[], batchSize: number, failures: boolean[], schedule: number[]): Promise<void> {
+async function applyParts(
+  parts: readonly Part[],
+  records: QueueRecord[],
+  batchSize: number,
+  failures: boolean[],
+  schedule: number[],
+  until: { turns?: number; offset?: number } = {},
+): Promise<void> {
   const stores = parts.map((p) => p.store);
   let f = 0;
   const failNext = () => f < failures.length && failures[f++] === true;
@@ -165,6 +173,7 @@ async function applyParts(parts: readonly Part[], records: QueueRecord[], batchS
   const done = new Set<number>();
   for (let turn = 0; done.size < consumers.length; turn++) {
     assert.ok(turn < 100_000, 'consumers did not finish');
+    if (until.turns !== undefined && turn >= until.turns) return;
     const pending = consumers.map((_, p) => p).filter((p) => !done.has(p));
     const partition = pending[(schedule.length > 0 ? schedule[turn % schedule.length]! + turn : turn) % pending.length]!;
     try {
@@ -174,7 +183,7 @@ async function applyParts(parts: readonly Part[], records: QueueRecord[], batchS
       // the batch rolled back; the consumer reads it again
     }
   }
-  for (const store of stores) assert.equal(await store.offset('merged-view'), records.length + 1);
+  for (const store of stores) assert.equal(await store.offset('merged-view'), until.offset ?? records.length + 1);
 }
 
 async function assertMatchesReference(store: ViewStore, records: QueueRecord[]): Promise<void> {
@@ -301,6 +310,101 @@ test('sharded layout (record shards + identity stage) = record-at-a-time referen
   );
 });
 
+
+test('sharded layout held at one queue position (the lifecycle fence) = the reference up to it, and once released = the whole reference', { timeout: 300_000 }, async () => {
+  const dir = tempDataDir('ecapi-model-fence-');
+  let run = 0;
+  /** Runs where the parts were at different positions when held: the property must not hold vacuously. */
+  let apart = 0;
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(queuedEvent, { minLength: 1, maxLength: 60 }),
+      fc.integer({ min: 1, max: 70 }),
+      fc.array(fc.boolean(), { maxLength: 6 }),
+      fc.constantFrom(1, 2, 4),
+      fc.array(fc.nat(7), { maxLength: 12 }),
+      fc.nat(40),
+      async (items, batchSize, failures, p, schedule, turnsBefore) => {
+        const records = toQueue(items);
+        const n = run++;
+        const shardFiles = Array.from({ length: p }, (_, k) => join(dir, `view-${n}-s${k}.db`));
+        const identityFiles = Array.from({ length: p }, (_, k) => join(dir, `view-${n}-i${k}.db`));
+        const shards = shardFiles.map((file) => new SqliteViewStore(file));
+        const identities = identityFiles.map((file) => new SqliteViewStore(file));
+        const view = new ShardedViewStore(shards, identities);
+        const parts = [
+          ...shards.map((store, k): Part => ({ store, accept: (_ds, r) => queuedRecordShard(r, p) === k, applier: applyRecordShard })),
+          ...identities.map((store, k): Part => ({ store, accept: (ds) => partitionAmong(ds, p) === k, applier: applyIdentityStage })),
+        ];
+        const fences = [...shardFiles, ...identityFiles].map((file) => new SqliteViewEraser(file));
+        try {
+          // The parts go their own ways for a while (failed batches included), then are held together.
+          await applyParts(parts, records, batchSize, failures, schedule, { turns: turnsBefore });
+          if (new Set(fences.map((f) => f.offset())).size > 1) apart++;
+          let rounds = 0;
+          const upTo = await holdPartsTogether(fences, async () => {
+            assert.ok(rounds++ < 1000, `the parts did not come together: ${fences.map((f) => `${f.offset()}/${f.fence()}`).join(' ')}`);
+            // (Each applyParts call injects `failures` from its start again: not here, where a round is short.)
+            await applyParts(parts, records, batchSize, [], schedule, { turns: parts.length });
+          });
+          // Held: stepping on moves no part past the position, and the view is one applier's there.
+          await applyParts(parts, records, batchSize, failures, schedule, { offset: upTo + 1 });
+          await assertMatchesReference(view, records.filter((r) => r.seq <= upTo));
+          // Holding again (a worker that died while holding) finds the same position.
+          assert.equal(await holdPartsTogether(fences, async () => assert.fail('the parts are already together')), upTo);
+          releaseParts(fences);
+          await applyParts(parts, records, batchSize, failures, schedule);
+          await assertMatchesReference(view, records);
+        } finally {
+          for (const fence of fences) fence.close();
+          await view.close();
+        }
+      },
+    ),
+    { numRuns: Number(process.env.MODEL_RUNS ?? 150) },
+  );
+  assert.ok(apart > run / 10, `the parts were apart when held in ${apart} of ${run} runs`);
+});
+
+test('a fence set while a batch is read stops that batch at it (checked again under the write lock)', async () => {
+  const dir = tempDataDir('ecapi-fence-race-');
+  const records = toQueue(Array.from({ length: 10 }, (_, i) => ({ ...EXAMPLE, id: `e${i}` })));
+  const file = join(dir, 'view.db');
+  const store = new SqliteViewStore(file);
+  const fence = new SqliteViewEraser(file);
+  try {
+    let onRead: () => void = () => {};
+    const inner = new PartitionSource(records, () => true);
+    const source: QueueSource = {
+      read: (from, limit) => inner.read(from, limit),
+      readBatch: async (from, limit) => {
+        const batch = await inner.readBatch(from, limit);
+        onRead(); // the lifecycle sets the fence after the consumer's first look at it
+        return batch;
+      },
+      close: async () => {},
+    };
+    const consumer = new ViewConsumer(store, source, { batchSize: 4, mergeWindowMs: windowMs });
+    assert.equal((await consumer.step()).nextSeq, 5);
+    onRead = () => fence.holdAt(6);
+    const cut = await consumer.step();
+    assert.deepEqual([cut.records, cut.nextSeq, await store.offset('merged-view')], [2, 7, 7]);
+    onRead = () => {};
+    assert.equal((await consumer.step()).moved, false, 'held at the fence');
+    fence.releaseFence();
+    onRead = () => void fence.freeze();
+    const frozen = await consumer.step();
+    assert.deepEqual([frozen.moved, await store.offset('merged-view')], [false, 7]);
+    fence.releaseFence();
+    onRead = () => {};
+    await consumer.drain();
+    assert.equal(await store.offset('merged-view'), 11);
+    await assertMatchesReference(store, records);
+  } finally {
+    fence.close();
+    await store.close();
+  }
+});
 
 const lifecycleOp = fc.record({
   /** Before which step of the consumers it runs. */

@@ -1,0 +1,44 @@
+/**
+ * Holding every part of a sharded view at one queue position (consumer/identity-stage-applier.ts,
+ * "Lifecycle"): what a deletion needs before it touches records in their shards and identities in
+ * their identity part, so that it sees and leaves exactly the view one applier would have at that
+ * position, whatever queue offsets the parts' consumers had reached.
+ *
+ * Protocol (each step one write transaction of a part's file, merged-view/view-fence.ts):
+ * 1. freeze every part where it is (fence = its offset - 1): from then on no part moves forward
+ *    past its fence, and none is in the middle of committing a batch that would;
+ * 2. F = the highest offset - 1: every part is at or below F + 1, and the part furthest ahead is there;
+ * 3. raise every fence to F: the parts behind apply up to F (their consumers go on stepping) and stop;
+ * 4. wait until every part's offset is F + 1: the view now is one applier's at F + 1.
+ * Then the caller deletes, and releases the fence. The parts' fences are in their files, so a
+ * worker killed while holding them leaves the parts held; the next attempt (hold again: every part
+ * is at F + 1, so step 2 finds the same F) carries the deletion out and releases them.
+ *
+ * Hazard: a part whose consumer does not run never reaches F + 1; `wait` is the caller's (it
+ * renews its claim, notices a stop) and is called until the parts converge.
+ */
+
+/** One part's file as the fence sees it (lifecycle/sqlite-view-eraser.ts). */
+export interface FencedPart {
+  /** The next queue position the part's consumer applies. */
+  offset(): number;
+  /** Fence just below the offset, in one write transaction; returns the offset. */
+  freeze(): number;
+  /** Fence at `upToSeq` (not below the offset). */
+  holdAt(upToSeq: number): void;
+  releaseFence(): void;
+}
+
+/** Holds `parts` at one queue position; returns it (F: every part has applied exactly up to F). */
+export async function holdPartsTogether(parts: readonly FencedPart[], wait: () => Promise<void>): Promise<number> {
+  const offsets = parts.map((part) => part.freeze());
+  const upTo = Math.max(...offsets) - 1;
+  for (const part of parts) part.holdAt(upTo);
+  while (!parts.every((part) => part.offset() === upTo + 1)) await wait();
+  return upTo;
+}
+
+/** The parts' consumers go on. */
+export function releaseParts(parts: readonly FencedPart[]): void {
+  for (const part of parts) part.releaseFence();
+}
