@@ -88,7 +88,7 @@ try {
   if (!KEEP || !existsSync(queueFile)) await fillQueue(queueFile);
 
   const first = new SqliteViewStore(viewFile);
-  first.fixPartitions(PARTITIONS);
+  first.fixLayout({ partitions: PARTITIONS, kind: SHARDED ? 'sharded' : 'data-sets' });
   await first.close();
   const partitions = new SqlitePartitions({ queueFile, viewFile, partitions: PARTITIONS, batchSize: BATCH ?? DEFAULT_BATCH_SIZE, windows: () => [], sharded: SHARDED,
     ...(HOT_LINKS !== undefined ? { hotLinks: HOT_LINKS } : {}) });

@@ -9,6 +9,7 @@
  * first step lowers its threads' CPU priority (consumer/consumer-priority.ts), so that a busy
  * consumer yields the CPU to the serving processes and only falls behind.
  */
+import type { ViewLayoutKind } from './merged-view/sqlite-view-layout.js';
 import type { Environment } from './config.js';
 import type { Logger } from './observability/logger.js';
 import { openStorage } from './storage/open-storage.js';
@@ -29,6 +30,8 @@ export interface ViewWorkerOptions {
   readonly batchSize?: number;
   /** Embedded profile: view partitions applied in parallel, fixed when the view is first consumed. */
   readonly viewPartitions?: number;
+  /** Embedded profile: the layout of a new view (merged-view/sqlite-view-layout.ts), fixed when it is first consumed. */
+  readonly viewLayout?: ViewLayoutKind;
   /** Embedded profile: identifier links each partition keeps in memory (merged-view/view-hot-state.ts). */
   readonly viewHotLinks?: number;
   readonly pollMs?: number;
@@ -89,6 +92,7 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
         retentionMs: options.retentionMs,
         retentionEveryMs: options.retentionEveryMs,
         viewPartitions: options.viewPartitions,
+        viewLayout: options.viewLayout,
         viewHotLinks: options.viewHotLinks,
         mergeWindowMs: (dataSetId) => windows.mergeWindowMs(dataSetId),
         mergeWindows: () => windows.entries(),

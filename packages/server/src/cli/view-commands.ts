@@ -8,7 +8,7 @@ import { parseSince, StatsReader } from '../analytics/stats-reader.js';
 import type { StatsDocument, StatsFigures } from '../analytics/stats-document.js';
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { runViewWorker } from '../view-worker.js';
-import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
+import { MAX_VIEW_PARTITIONS, VIEW_LAYOUT_KINDS, type ViewLayoutKind } from '../merged-view/sqlite-view-layout.js';
 import { DEFAULT_HOT_LINKS, MAX_HOT_LINKS } from '../merged-view/view-hot-state.js';
 import { DEFAULT_CONSUMER_NICE, MAX_NICE } from '../consumer/consumer-priority.js';
 import { recordKeyForId } from '../merged-view/merge.js';
@@ -84,6 +84,14 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         .env('ECAPI_VIEW_PARTITIONS'),
     )
     .addOption(
+      new Option(
+        '--view-layout <layout>',
+        'embedded profile: "data-sets" (default: a data set applied by one thread) or "sharded" (a data set\'s records spread over the partitions, its identities applied by one more thread: one large sender, cores to spare); fixed when the view is first consumed',
+      )
+        .env('ECAPI_VIEW_LAYOUT')
+        .choices(VIEW_LAYOUT_KINDS),
+    )
+    .addOption(
       new Option('--view-hot-links <n>', 'embedded profile: identifier links each view partition keeps in memory while all of its data set\'s fit (0: none)')
         .env('ECAPI_VIEW_HOT_LINKS')
         .default(String(DEFAULT_HOT_LINKS)),
@@ -93,7 +101,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         .env('ECAPI_WORKER_NICE')
         .default(String(DEFAULT_CONSUMER_NICE)),
     )
-    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewRetentionEvery: string; viewPartitions?: string; viewHotLinks: string; nice: string }) => {
+    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewRetentionEvery: string; viewPartitions?: string; viewLayout?: ViewLayoutKind; viewHotLinks: string; nice: string }) => {
       const g = ctx.globals();
       const batchSize = Number(opts.batchSize);
       if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) throw new CliError(`invalid batch size "${opts.batchSize}"`);
@@ -133,6 +141,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       ctx.keepAlive(
         runViewWorker({
           dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs, viewRetentionEveryMs, viewPartitions, viewHotLinks, nice,
+          ...(opts.viewLayout ? { viewLayout: opts.viewLayout } : {}),
         }).finally(() => logger.flush()),
       );
     });

@@ -4,6 +4,7 @@
  * and PostgreSQL (consumer/postgres-partitions.ts).
  */
 import type { Logger } from '../observability/logger.js';
+import type { ViewLayoutKind } from '../merged-view/sqlite-view-layout.js';
 
 export interface ConsumerRunOptions {
   readonly logger: Logger;
@@ -16,6 +17,11 @@ export interface ConsumerRunOptions {
   readonly mergeWindows?: () => readonly [string, number][];
   /** Embedded profile: view partitions (threads) when the view is first consumed (default 2). */
   readonly viewPartitions?: number;
+  /**
+   * Embedded profile: how a new view splits its state (merged-view/sqlite-view-layout.ts): by data
+   * set (default), or `sharded` (one data set's records over the partitions, identities by data set).
+   */
+  readonly viewLayout?: ViewLayoutKind;
   /** Embedded profile: identifier links each view partition keeps in memory (merged-view/view-hot-state.ts; 0: none). */
   readonly viewHotLinks?: number;
   /** Every few seconds: refresh merge windows and the like. */

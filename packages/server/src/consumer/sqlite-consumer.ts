@@ -31,15 +31,20 @@ export async function runSqliteConsumer(
   if (!Number.isInteger(requested) || requested < 1 || requested > MAX_VIEW_PARTITIONS) throw new Error(`view partitions must be 1 to ${MAX_VIEW_PARTITIONS}`);
   // Recording the layout writes view.db, and the log line below opens every partition file: a lock
   // held past the busy timeout (consumer/sqlite-busy.ts) delays the start, never ends the worker.
-  const prepared = await retryWhileBusy(async () => ({ partitions: view.fixPartitions(requested), nextSeq: await view.offset(VIEW_CONSUMER) }), {
+  const requestedKind = options.viewLayout ?? 'data-sets';
+  const prepared = await retryWhileBusy(async () => ({ layout: view.fixLayout({ partitions: requested, kind: requestedKind }), nextSeq: await view.offset(VIEW_CONSUMER) }), {
     logger: options.logger,
     stopped: options.stopped,
     step: 'preparing the view partitions',
   });
   if (!prepared) return;
-  const { partitions, nextSeq } = prepared;
-  if (partitions !== requested && options.viewPartitions !== undefined) {
-    options.logger.warn({ requested, partitions }, 'the view was created with another partition count; keeping it (delete the view files to change it)');
+  const { layout, nextSeq } = prepared;
+  const { partitions } = layout;
+  if ((partitions !== requested && options.viewPartitions !== undefined) || (layout.kind !== requestedKind && options.viewLayout !== undefined)) {
+    options.logger.warn(
+      { requested, partitions, requested_layout: requestedKind, layout: layout.kind },
+      'the view was created with another partition count or layout; keeping it (delete the view files to change it)',
+    );
   }
   const assignment = new SqlitePartitions({
     queueFile,
@@ -48,12 +53,13 @@ export async function runSqliteConsumer(
     batchSize: options.batchSize,
     hotLinks: options.viewHotLinks,
     windows: options.mergeWindows ?? (() => []),
+    sharded: layout.kind === 'sharded',
   });
   // The consumer knows what was applied (the lowest partition offset), so it prunes the queue
   // (queue/sqlite-queue-retention.ts).
   const retentionMs = options.retentionMs ?? 0;
   const retention = retentionMs > 0 ? new SqliteQueueRetention(queueFile) : null;
-  options.logger.info({ env: files.env, pid: process.pid, partitions, next_seq: nextSeq }, 'consumer started');
+  options.logger.info({ env: files.env, pid: process.pid, partitions, layout: layout.kind, next_seq: nextSeq }, 'consumer started');
   try {
     await runConsumerLoop(assignment, {
       logger: options.logger,

@@ -26,7 +26,7 @@ export interface PartitionThreadData {
   readonly partition: number;
   readonly partitions: number;
   readonly batchSize: number;
-  /** Identifier links kept in memory (merged-view/view-hot-state.ts; 0 or absent: none; data-set partitions only). */
+  /** Identifier links kept in memory (merged-view/view-hot-state.ts; 0 or absent: none; not in record shards). */
   readonly hotLinks?: number;
   /**
    * What this thread applies: a data-set partition (default), or, in the sharded layout
@@ -44,9 +44,10 @@ const data = workerData as PartitionThreadData;
 const port = parentPort!;
 // Checkpoints are run by the process's main thread (sqlite-view-checkpointer.ts); the automatic one, at
 // 256 MB of WAL, only as a safety net should those stop.
-// The hot state (identifier links across batches) only where the lifecycle's erasers bump the
-// file's generation: the data-set partitions, not the sharded layout's parts.
-const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536, ...(data.role === undefined || data.role === 'data-sets' ? { hotLinks: data.hotLinks ?? 0 } : {}) });
+// The hot state (identifier links across batches) where links are: data-set partitions and identity
+// parts, whose erasers (sqlite-view-eraser.ts, lifecycle/sharded-view-eraser.ts) bump the file's
+// generation with every change; a record shard holds no links.
+const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536, ...(data.role !== 'records' ? { hotLinks: data.hotLinks ?? 0 } : {}) });
 const source =
   data.role === 'records'
     ? new SqliteQueueSource(data.queueFile, { acceptRecord: (record) => queuedRecordShard(record, data.partitions) === data.partition })

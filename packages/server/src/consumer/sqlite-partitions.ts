@@ -166,7 +166,10 @@ export class SqlitePartitions implements PartitionAssignment {
       const common = { queueFile: options.queueFile, partitions: n, batchSize: options.batchSize };
       const shards = Array.from({ length: n }, (_, k) => new ThreadPartition({ ...common, viewFile: viewShardFile(options.viewFile, k), partition: k, role: 'records' }, options.windows));
       const identities = Array.from({ length: n }, (_, k) =>
-        new ThreadPartition({ ...common, viewFile: viewPartitionFile(options.viewFile, k), partition: k, role: 'identities' }, options.windows));
+        new ThreadPartition(
+          { ...common, viewFile: viewPartitionFile(options.viewFile, k), partition: k, role: 'identities', hotLinks: options.hotLinks ?? DEFAULT_HOT_LINKS },
+          options.windows,
+        ));
       this.#checkpointer = new ViewCheckpointer([
         ...Array.from({ length: n }, (_, k) => viewShardFile(options.viewFile, k)),
         ...Array.from({ length: n }, (_, k) => viewPartitionFile(options.viewFile, k)),

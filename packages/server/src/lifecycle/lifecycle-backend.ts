@@ -131,6 +131,9 @@ export interface IdentityToErase {
   readonly identifiers: string[];
 }
 
+/** Where deleteIdentityRecords goes on: 0 to start. */
+export type EraserCursor = number | string;
+
 /** Deletions in the merged view of one data set's partition. */
 export interface ViewEraser {
   /** The identity (root and absorbed keys) and its identifiers, or null when unknown. */
@@ -152,16 +155,26 @@ export interface ViewEraser {
    * Deletes the records of the identity (root and absorbed keys) first queued up to `boundSeq` among
    * the next `limit` records of the data set after `after` (a cursor: 0 to start), counted in the
    * request's tally in the same transaction. Returns where to go on, or null at the end, and the
-   * event ids of the records it deleted (for LifecycleStore.noteDeletedEvents).
+   * event ids of the records it deleted (for LifecycleStore.noteDeletedEvents). The cursor is the
+   * eraser's own (a rowid, or a record key in the sharded layout).
    */
   deleteIdentityRecords(
     requestId: number,
     dataSetId: string,
     identity: { root: string; keys: ReadonlySet<string> },
     boundSeq: number,
-    after: number,
+    after: EraserCursor,
     limit: number,
-  ): Promise<{ next: number | null; deletedEventIds?: string[] }>;
+  ): Promise<{ next: EraserCursor | null; deletedEventIds?: string[] }>;
+  /**
+   * The sharded layout (sharded-view-eraser.ts): holds the data set's parts at one queue position
+   * for `holder` (a request's id, 0: retention), calling `wait` until they are there, and lets them
+   * go. Absent where one transaction covers a record and its identity (one file, or PostgreSQL).
+   */
+  hold?(holder: number, wait: () => Promise<void>): Promise<void>;
+  release?(): Promise<void>;
+  /** Whether retention has anything to delete (the sharded layout asks before holding its parts). */
+  hasExpired?(dataSetId: string, cutoffMs: number): boolean;
   /** Deletes an identity tree (nodes and links) once no record of it is left (else keeps it). */
   deleteIdentity(requestId: number, dataSetId: string, root: string): Promise<void>;
   /** What the request deleted so far, over every attempt (a worker killed mid-way included). */
@@ -282,6 +295,11 @@ export interface LifecycleBackend {
   dataSetUsage(dataSetId: string): Promise<{ records: number; event_bytes: number }>;
   /** The view eraser of the data set's partition, or null while the view does not exist yet. */
   viewEraser(dataSetId: string): Promise<ViewEraser | null>;
+  /**
+   * The sharded layout, when a worker starts: lets go of the parts a killed worker held, except
+   * those held by a request still `pending` (its next attempt holds them again at the same position).
+   */
+  releaseStaleHolds?(pending: ReadonlySet<number>): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -41,11 +41,14 @@
  * lag, nor while a re-send of its event would still be accepted.
  */
 import { setImmediate as yieldLoop } from 'node:timers/promises';
+import { PartsHeldError } from './parts-fence.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { Logger } from '../observability/logger.js';
-import { addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type LifecycleBackend, type ViewEraser, SUPPRESSION_REFRESH_MS } from './lifecycle-backend.js';
+import {
+  addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type EraserCursor, type LifecycleBackend, type ViewEraser, SUPPRESSION_REFRESH_MS,
+} from './lifecycle-backend.js';
 
 /**
  * What view retention adds to a data set's retention: a request being committed while a round runs
@@ -64,6 +67,8 @@ const SCAN_BATCH = 2000;
  */
 const CLAIM_MS = 30_000;
 const QUEUE_PAGE = 50;
+/** How often a hold of the sharded layout's parts looks whether they came together. */
+const HOLD_POLL_MS = 20;
 /** Free bytes on the data dir under which a deletion waits (ECAPI_DELETION_MIN_FREE_MB overrides). */
 export const DEFAULT_DELETION_MIN_FREE_BYTES = 8 * 1024 * 1024;
 const SPACE_WAIT_MS = 1000;
@@ -91,6 +96,7 @@ export class LifecycleRunner {
   readonly #o: LifecycleRunnerOptions;
   readonly #b: LifecycleBackend;
   #lastRetention = Number.NEGATIVE_INFINITY;
+  #started = false;
   #stopping = false;
   #spaceWarnedFor = new Set<number>();
   readonly #waitReason = new Map<number, string>();
@@ -105,7 +111,14 @@ export class LifecycleRunner {
   /** One round: due body-log overwrites, pending requests the consumer has caught up with, retention when due. */
   async tick(nowMs = Date.now()): Promise<void> {
     await this.#b.queue.overwritePending();
-    for (const request of await this.#b.store.pending()) {
+    const pending = await this.#b.store.pending();
+    if (!this.#started) {
+      // Parts a killed worker held (the sharded layout): those of a pending request stay held for
+      // its next attempt; the others (a retention round, a request since done) are let go.
+      await this.#b.releaseStaleHolds?.(new Set(pending.map((r) => r.id)));
+      this.#started = true;
+    }
+    for (const request of pending) {
       if (this.#stopping) return;
       if (!(await this.#b.applied(request.dataSetId, request.boundSeq))) {
         this.#waiting(request, 'the consumer has not applied the queue up to the request yet');
@@ -119,6 +132,10 @@ export class LifecycleRunner {
         await this.#carryOut(request);
       } catch (error) {
         if (error instanceof Stopping) return;
+        if (error instanceof PartsHeldError) {
+          this.#waiting(request, `the view's parts are held by deletion request ${error.holder}, which is carried out first`);
+          continue;
+        }
         if (!(error instanceof ClaimLost)) throw error;
         this.#o.logger.warn({ request_id: request.id }, 'deletion request taken over by another worker');
       }
@@ -145,6 +162,17 @@ export class LifecycleRunner {
     if (this.#waitReason.get(request.id) === reason) return;
     this.#waitReason.set(request.id, reason);
     this.#o.logger.info({ request_id: request.id, data_set_id: request.dataSetId, reason }, 'deletion request waiting');
+  }
+
+  /**
+   * The sharded layout: holds the data set's parts at one queue position before the request's view
+   * deletions (ViewEraser `hold`), renewing the claim while they come together.
+   */
+  async #hold(request: DeletionRequest, eraser: ViewEraser): Promise<void> {
+    await eraser.hold?.(request.id, async () => {
+      await this.#step(request);
+      await new Promise((r) => setTimeout(r, HOLD_POLL_MS));
+    });
   }
 
   /** Before each step: renew the claim, and wait while the data dir is nearly full. */
@@ -184,7 +212,11 @@ export class LifecycleRunner {
       let root: string | null = null;
       if (request.kind === 'delete_event') {
         const target = request.target!;
-        if (eraser) await eraser.deleteRecord(id, dataSetId, recordKeyForId(target), boundSeq);
+        if (eraser) {
+          await this.#hold(request, eraser);
+          await eraser.deleteRecord(id, dataSetId, recordKeyForId(target), boundSeq);
+          await eraser.release?.();
+        }
         await this.#b.store.noteDeletedEvents(dataSetId, [target], id); // `events get` says it was deleted
         base = (event) => event.id === target;
       } else {
@@ -203,7 +235,8 @@ export class LifecycleRunner {
         if (identity && eraser) {
           root = identity.root;
           const keys = new Set(identity.keys);
-          let after: number | null = 0;
+          await this.#hold(request, eraser);
+          let after: EraserCursor | null = 0;
           while (after !== null) {
             await this.#step(request);
             const step = await eraser.deleteIdentityRecords(id, dataSetId, { root, keys }, coveredUpTo, after, SCAN_BATCH);
@@ -211,6 +244,8 @@ export class LifecycleRunner {
             after = step.next;
             await yieldLoop();
           }
+          // The identity tree is deleted below, in its identity part alone: the consumers go on.
+          await eraser.release?.();
         }
         const wanted = new Set(identifiers);
         base = (event) => identifiersOf(normalizeEvent(event as never)).some((i) => wanted.has(i));
@@ -275,15 +310,39 @@ export class LifecycleRunner {
       if (!eraser) return;
       // Counted in the consumer's time (appliedThrough), with a margin for requests being committed.
       const cutoff = (await this.#b.appliedThrough(dataSet.id, nowMs)) - dataSet.policy.viewRetentionMs - RETENTION_COMMIT_MARGIN_MS;
-      for (;;) {
-        const counts = await eraser.expire(dataSet.id, cutoff, EXPIRE_BATCH);
-        longestMs = Math.max(longestMs, counts.heldMs);
-        heldMs += counts.heldMs;
-        transactions++;
-        addCounts(total, counts);
-        if (counts.records > 0) this.#walDirty.add(eraser);
-        await yieldLoop();
-        if (counts.records < EXPIRE_BATCH) break;
+      // The sharded layout holds its parts while it deletes, and only when there is something to delete.
+      if (eraser.hasExpired && !eraser.hasExpired(dataSet.id, cutoff)) continue;
+      if (eraser.hold) {
+        let skip: 'stopping' | 'held' | null = null;
+        await eraser
+          .hold(0, async () => {
+            if (this.#stopping) throw new Stopping();
+            await new Promise((r) => setTimeout(r, HOLD_POLL_MS));
+          })
+          .catch((error: unknown) => {
+            if (error instanceof Stopping) skip = 'stopping';
+            else if (error instanceof PartsHeldError) skip = 'held';
+            else throw error;
+          });
+        if (skip === 'held') continue; // a deletion request holds the parts: the next round
+        if (skip === 'stopping') {
+          await eraser.release?.();
+          return;
+        }
+      }
+      try {
+        for (;;) {
+          const counts = await eraser.expire(dataSet.id, cutoff, EXPIRE_BATCH);
+          longestMs = Math.max(longestMs, counts.heldMs);
+          heldMs += counts.heldMs;
+          transactions++;
+          addCounts(total, counts);
+          if (counts.records > 0) this.#walDirty.add(eraser);
+          await yieldLoop();
+          if (counts.records < EXPIRE_BATCH) break;
+        }
+      } finally {
+        await eraser.release?.();
       }
     }
     if (total.records > 0) {

@@ -22,18 +22,39 @@
 export interface FencedPart {
   /** The next queue position the part's consumer applies. */
   offset(): number;
-  /** Fence just below the offset, in one write transaction; returns the offset. */
-  freeze(): number;
-  /** Fence at `upToSeq` (not below the offset). */
-  holdAt(upToSeq: number): void;
+  /** Fence just below the offset for `holder`, in one write transaction; returns the offset. */
+  freeze(holder: number): number;
+  /** Fence at `upToSeq` for `holder` (not below the offset). */
+  holdAt(upToSeq: number, holder: number): void;
   releaseFence(): void;
+  /** The fence and who set it, or null. */
+  fence(): { upToSeq: number; holder: number } | null;
 }
 
-/** Holds `parts` at one queue position; returns it (F: every part has applied exactly up to F). */
-export async function holdPartsTogether(parts: readonly FencedPart[], wait: () => Promise<void>): Promise<number> {
-  const offsets = parts.map((part) => part.freeze());
+/**
+ * The parts are held by another deletion request (one whose attempt failed part-way and will be
+ * retried): this hold waits for that request rather than take its parts, whose files may be
+ * between the two transactions of a record (sharded-view-eraser.ts).
+ */
+export class PartsHeldError extends Error {
+  override readonly name = 'PartsHeldError';
+  constructor(readonly holder: number) {
+    super(`the view's parts are held by deletion request ${holder}`);
+  }
+}
+
+/**
+ * Holds `parts` at one queue position for `holder` (a deletion request's id, 0: a retention round);
+ * returns it (F: every part has applied exactly up to F).
+ */
+export async function holdPartsTogether(parts: readonly FencedPart[], holder: number, wait: () => Promise<void>): Promise<number> {
+  for (const part of parts) {
+    const other = part.fence()?.holder;
+    if (other !== undefined && other !== 0 && other !== holder) throw new PartsHeldError(other);
+  }
+  const offsets = parts.map((part) => part.freeze(holder));
   const upTo = Math.max(...offsets) - 1;
-  for (const part of parts) part.holdAt(upTo);
+  for (const part of parts) part.holdAt(upTo, holder);
   while (!parts.every((part) => part.offset() === upTo + 1)) await wait();
   return upTo;
 }

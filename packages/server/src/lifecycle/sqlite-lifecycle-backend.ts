@@ -8,7 +8,8 @@ import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { environmentDir, queueDbFile, viewDbFile, type Environment } from '../config.js';
 import { partitionAmong } from '../model/data-set-partition.js';
-import { recordedViewPartitions, viewPartitionFile } from '../merged-view/sqlite-view-layout.js';
+import { recordedViewLayout, viewLayoutFiles, type ViewLayout } from '../merged-view/sqlite-view-layout.js';
+import { ShardedViewEraser } from './sharded-view-eraser.js';
 import type { LifecycleBackend, StoreBytes, ViewEraser } from './lifecycle-backend.js';
 import { lifecycleDbFile, SqliteLifecycleStore } from './sqlite-lifecycle-store.js';
 import { SqliteQueueEraser } from './sqlite-queue-eraser.js';
@@ -18,7 +19,7 @@ import { openQueueDatabase, receivedAtOfSeq } from '../queue/sqlite-queue-store.
 /** Which store a file of the environment directory belongs to (with its -wal and -shm). */
 const STORE_OF_FILE: readonly [RegExp, keyof StoreBytes][] = [
   [/^queue\.db(-wal|-shm)?$/, 'queue'],
-  [/^view(-p\d+)?\.db(-wal|-shm)?$/, 'view'],
+  [/^view(-[ps]\d+)?\.db(-wal|-shm)?$/, 'view'],
   [/^control\.db(-wal|-shm)?$/, 'control'],
   [/^lifecycle\.db(-wal|-shm)?$/, 'lifecycle'],
   [/^ingest-stats\.db(-wal|-shm)?$/, 'ingest_stats'],
@@ -38,7 +39,9 @@ export class SqliteLifecycleBackend implements LifecycleBackend {
   readonly #env: Environment;
   #store: SqliteLifecycleStore | null = null;
   #queue: SqliteQueueEraser | null = null;
-  #erasers: SqliteViewEraser[] | null = null;
+  #erasers: (SqliteViewEraser | ShardedViewEraser)[] | null = null;
+  /** Every view file's eraser (data-set partitions, or identity parts and record shards). */
+  #files: SqliteViewEraser[] = [];
   /** A read-only connection to queue.db for appliedThrough (opened on first use). */
   #queueReader: Database.Database | null = null;
 
@@ -55,31 +58,46 @@ export class SqliteLifecycleBackend implements LifecycleBackend {
     return (this.#queue ??= new SqliteQueueEraser(queueDbFile(this.#dataDir, this.#env)));
   }
 
-  /** The partitions' erasers, once the view's layout is recorded (null before). */
-  #viewErasers(): SqliteViewEraser[] | null {
+  /**
+   * The erasers, once the view's layout is recorded (null before): one per data-set partition, or
+   * in the sharded layout one per identity part, each with every record shard (sharded-view-eraser.ts).
+   */
+  #viewErasers(): (SqliteViewEraser | ShardedViewEraser)[] | null {
     if (this.#erasers) return this.#erasers;
     const file = viewDbFile(this.#dataDir, this.#env);
     if (!existsSync(file)) return null;
     const db = new Database(file, { readonly: true, fileMustExist: true });
-    let n: number | null;
+    let layout: ViewLayout | null;
     try {
       db.pragma('busy_timeout = 5000');
-      n = recordedViewPartitions(db);
+      layout = recordedViewLayout(db);
     } finally {
       db.close();
     }
-    if (n === null) return null;
-    this.#erasers = Array.from({ length: n }, (_, i) => new SqliteViewEraser(viewPartitionFile(file, i)));
+    if (layout === null) return null;
+    const { identityParts, shards } = viewLayoutFiles(file, layout);
+    this.#files = [...identityParts, ...shards].map((f) => new SqliteViewEraser(f));
+    const parts = this.#files.slice(0, identityParts.length);
+    const shardErasers = this.#files.slice(identityParts.length);
+    this.#erasers = layout.kind === 'sharded' ? parts.map((part) => new ShardedViewEraser(shardErasers, part)) : parts;
     return this.#erasers;
   }
 
-  #eraserOf(dataSetId: string): SqliteViewEraser | null {
+  #eraserOf(dataSetId: string): SqliteViewEraser | ShardedViewEraser | null {
     const erasers = this.#viewErasers();
     return erasers ? erasers[partitionAmong(dataSetId, erasers.length)]! : null;
   }
 
   async viewEraser(dataSetId: string): Promise<ViewEraser | null> {
     return this.#eraserOf(dataSetId);
+  }
+
+  async releaseStaleHolds(pending: ReadonlySet<number>): Promise<void> {
+    if (this.#viewErasers() === null) return;
+    for (const file of this.#files) {
+      const fence = file.fence();
+      if (fence !== null && !pending.has(fence.holder)) file.releaseFence();
+    }
   }
 
   /** The data set's partition moves its offset past every segment, its own or skipped. */
@@ -132,7 +150,8 @@ export class SqliteLifecycleBackend implements LifecycleBackend {
   }
 
   async close(): Promise<void> {
-    for (const e of this.#erasers ?? []) e.close();
+    for (const e of this.#files) e.close();
+    this.#files = [];
     this.#queue?.close();
     this.#queueReader?.close();
     this.#queueReader = null;

@@ -33,7 +33,7 @@ import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
 import { GENERATION_SCHEMA, generationStatements } from '../merged-view/view-generation.js';
 import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from '../merged-view/view-fence.js';
 
-interface RecordIdentityRow {
+export interface RecordIdentityRow {
   rowid: number;
   record_key: string;
   identity_key: string | null;
@@ -117,6 +117,10 @@ export class SqliteViewEraser implements ViewEraser {
                              ELSE (SELECT json_group_array(value) FROM (SELECT value FROM json_each(straddlers) UNION SELECT value FROM json_each(excluded.straddlers))) END`,
       ),
       clearTally: db.prepare('DELETE FROM lifecycle_erasures WHERE request_id = ?'),
+      // The sharded layout (sharded-view-eraser.ts): a record shard's rows, an identity part's record_identities.
+      recordRow: db.prepare('SELECT rowid, record_key, identity_key, first_seq FROM view_records WHERE data_set_id = ? AND record_key = ?'),
+      deleteRecordIdentity: db.prepare('DELETE FROM record_identities WHERE data_set_id = ? AND record_key = ? RETURNING identity_key'),
+      recordIdentityPage: db.prepare('SELECT record_key, identity_key FROM record_identities WHERE data_set_id = ? AND record_key > ? ORDER BY record_key LIMIT ?'),
     };
   }
 
@@ -133,31 +137,32 @@ export class SqliteViewEraser implements ViewEraser {
 
   /**
    * Stops the file's consumer where it is: under the write lock (no batch is being committed), the
-   * fence is set just below its offset. Returns that offset (merged-view/view-fence.ts).
+   * fence is set just below its offset, for `holder`. Returns that offset (merged-view/view-fence.ts).
    */
-  freeze(): number {
+  freeze(holder: number): number {
     return this.#durably(() =>
       this.#db.transaction(() => {
         const offset = this.offset();
-        this.#fence.set(offset - 1);
+        this.#fence.set(offset - 1, holder);
         return offset;
       }).immediate(),
     );
   }
 
   /** Lets the consumer apply up to `upToSeq` and no further (never below its offset: fences only stop). */
-  holdAt(upToSeq: number): void {
+  holdAt(upToSeq: number, holder: number): void {
     this.#durably(() =>
       this.#db.transaction(() => {
         if (this.offset() > upToSeq + 1) throw new Error(`view fence below the consumer's offset (${this.offset()} > ${upToSeq + 1})`);
-        this.#fence.set(upToSeq);
+        this.#fence.set(upToSeq, holder);
       }).immediate(),
     );
   }
 
-  /** The fence, or null (merged-view/view-fence.ts). */
-  fence(): number | null {
-    return this.#fence.read();
+  /** The fence and its holder, or null (merged-view/view-fence.ts). */
+  fence(): { upToSeq: number; holder: number } | null {
+    const upToSeq = this.#fence.read();
+    return upToSeq === null ? null : { upToSeq, holder: this.#fence.holder()! };
   }
 
   /** The consumer goes on. */
@@ -303,6 +308,98 @@ export class SqliteViewEraser implements ViewEraser {
         this.#addTally(requestId, counts);
       }).immediate(),
     );
+  }
+
+  // The sharded layout's parts (sharded-view-eraser.ts): a record shard holds records without
+  // identity (identity_key NULL), an identity part identities and record_identities.
+
+  /** Record shard: the rows of these keys that exist (rowid, first_seq). */
+  recordRows(dataSetId: string, keys: readonly string[]): RecordIdentityRow[] {
+    const rows: RecordIdentityRow[] = [];
+    for (const key of keys) {
+      const row = this.#s.recordRow.get(dataSetId, key) as RecordIdentityRow | undefined;
+      if (row) rows.push(row);
+    }
+    return rows;
+  }
+
+  /** Record shard: up to `limit` rows retention deletes (as `expire` selects them), without deleting them. */
+  expiredRows(dataSetId: string, cutoffMs: number, limit: number): RecordIdentityRow[] {
+    return this.#s.expired.all(dataSetId, cutoffMs, cutoffMs, limit) as RecordIdentityRow[];
+  }
+
+  /**
+   * Record shard: deletes these rows if first queued up to `boundSeq`, DELETE_CHUNK per transaction,
+   * counted in the request's tally (with their event ids and last positions) unless `requestId` is
+   * null (retention). Returns the keys it deleted. `heldMs`: the write lock's hold.
+   */
+  deleteRows(requestId: number | null, dataSetId: string, rows: readonly { rowid: number; record_key: string }[], boundSeq: number): { keys: string[]; heldMs: number } {
+    const keys: string[] = [];
+    let heldMs = 0;
+    for (let i = 0; i < rows.length; i += DELETE_CHUNK) {
+      const chunk = rows.slice(i, i + DELETE_CHUNK);
+      const write = () =>
+        this.#db.transaction(() => {
+          const locked = performance.now();
+          const counts = zeroCounts();
+          let maxSeq = 0;
+          const erased: string[] = [];
+          for (const row of chunk) {
+            const gone = this.#s.deleteRecordOf.get(row.rowid, dataSetId, row.record_key, boundSeq) as { last_seq: number; event_id: string | null } | undefined;
+            if (!gone) continue;
+            counts.records++;
+            keys.push(row.record_key);
+            if (gone.event_id !== null) {
+              erased.push(erasedRecordEntry({ eventId: gone.event_id, lastSeq: gone.last_seq }));
+              maxSeq = Math.max(maxSeq, gone.last_seq);
+            }
+          }
+          if (counts.records > 0) this.#generation.bump();
+          if (requestId !== null) this.#addTally(requestId, counts, maxSeq, erased);
+          heldMs += performance.now() - locked;
+        }).immediate();
+      if (requestId === null) write();
+      else this.#durably(write);
+      checkpointPassive(this.#db);
+    }
+    return { keys, heldMs };
+  }
+
+  /**
+   * Identity part: deletes the record_identities rows of these keys (one transaction) and takes each
+   * from its identity's record count; with `dropEmpty`, an identity left without a record goes with
+   * its links (else deleteIdentity does it at the end of a request). Counted in the request's tally
+   * unless `requestId` is null (retention). Idempotent: a row already gone counts nothing.
+   */
+  dropRecordIdentities(requestId: number | null, dataSetId: string, keys: readonly string[], dropEmpty: boolean): ErasedCounts & { heldMs: number } {
+    const counts = zeroCounts();
+    let heldMs = 0;
+    const write = () =>
+      this.#db.transaction(() => {
+        const locked = performance.now();
+        let changed = false;
+        for (const key of keys) {
+          const gone = this.#s.deleteRecordIdentity.get(dataSetId, key) as { identity_key: string | null } | undefined;
+          if (!gone) continue;
+          changed = true;
+          if (gone.identity_key === null) continue;
+          const root = this.#rootOf(dataSetId, gone.identity_key);
+          if (root === null) continue;
+          const left = this.#s.decrement.get(dataSetId, root) as number | undefined;
+          if (dropEmpty && left !== undefined && left <= 0) this.#dropIdentity(dataSetId, root, counts);
+        }
+        if (changed) this.#generation.bump();
+        if (requestId !== null) this.#addTally(requestId, counts);
+        heldMs = performance.now() - locked;
+      }).immediate();
+    if (requestId === null) write();
+    else this.#durably(write);
+    return { ...counts, heldMs };
+  }
+
+  /** Identity part: the next `limit` record_identities rows of the data set after `afterKey`, in key order. */
+  recordIdentityPage(dataSetId: string, afterKey: string, limit: number): { record_key: string; identity_key: string | null }[] {
+    return this.#s.recordIdentityPage.all(dataSetId, afterKey, limit) as { record_key: string; identity_key: string | null }[];
   }
 
   async tally(requestId: number): Promise<ViewTally> {

@@ -8,7 +8,8 @@
 import type { CounterRow } from '../model/hourly-counters.js';
 import { partitionAmong } from '../model/data-set-partition.js';
 import { prepareViewFile, SqliteViewStore } from './sqlite-view-store.js';
-import { viewPartitionFile } from './sqlite-view-layout.js';
+import { viewLayoutFiles, type ViewLayout } from './sqlite-view-layout.js';
+import { ShardedViewStore } from './sharded-view-store.js';
 import type { ConsumerHeartbeat, IdentityView, MergedRecord, ViewStore, ViewTransaction } from './view-store.js';
 
 export class PartitionedViewStore implements ViewStore {
@@ -81,45 +82,108 @@ export class PartitionedViewStore implements ViewStore {
 }
 
 /**
- * The embedded view's read side: view.db, and its partition files once the layout says there are
- * more (sqlite-view-layout.ts; re-checked on each call until it is recorded).
+ * The embedded view's read side: view.db, and its other files once the layout says there are more
+ * (sqlite-view-layout.ts; re-checked on each call until it is recorded): partitions by data set
+ * (read through PartitionedViewStore), or record shards and identity parts (the sharded layout,
+ * read through ShardedViewStore).
  */
-export class SqlitePartitionedView extends PartitionedViewStore {
+export class SqlitePartitionedView implements ViewStore {
   readonly #file: string;
   readonly #first: SqliteViewStore;
-  #parts: SqliteViewStore[] | null = null;
+  #inner: ViewStore | null = null;
+  #opened: SqliteViewStore[] = [];
 
   constructor(viewFile: string) {
-    super();
     this.#file = viewFile;
     this.#first = new SqliteViewStore(viewFile);
   }
 
-  protected override parts(): readonly SqliteViewStore[] {
-    if (this.#parts) return this.#parts;
-    const n = this.#first.recordedPartitions();
-    if (n === null) return [this.#first];
-    const parts = [this.#first];
+  /** The store reads go to: partition 0 alone until a layout is recorded. */
+  #view(): ViewStore {
+    if (this.#inner) return this.#inner;
+    const layout = this.#first.recordedLayout();
+    if (layout === null) return this.#first;
+    const { identityParts, shards } = viewLayoutFiles(this.#file, layout);
+    const opened: SqliteViewStore[] = [];
+    const open = (file: string) => {
+      const store = new SqliteViewStore(file);
+      opened.push(store);
+      return store;
+    };
     try {
-      for (let p = 1; p < n; p++) parts.push(new SqliteViewStore(viewPartitionFile(this.#file, p)));
+      const parts = [this.#first, ...identityParts.slice(1).map(open)];
+      this.#inner = layout.kind === 'sharded' ? new ShardedViewStore(shards.map(open), parts) : new PartitionedViewStore(parts);
     } catch (error) {
-      for (const part of parts.slice(1)) void part.close(); // a locked file: the next call opens them again
+      for (const store of opened) void store.close(); // a locked file: the next call opens them again
       throw error;
     }
-    this.#parts = parts;
-    return parts;
+    this.#opened = opened;
+    return this.#inner;
+  }
+
+  /** The recorded layout, or null while none is. */
+  layout(): ViewLayout | null {
+    return this.#first.recordedLayout();
   }
 
   /**
-   * The view's partition count: the recorded one, else `requested`, recorded now
-   * (sqlite-view-layout.ts). The partition files are created (WAL, schema) before the layout names
-   * them: a reader that sees the layout (`worker status`, the admin port) opens them at once, and
-   * two connections switching one brand-new file to WAL at the same moment can fail with "database
-   * is locked" at once, without waiting for the busy timeout (consumer/sqlite-busy.ts).
+   * The view's layout: the recorded one, else `requested`, recorded now (sqlite-view-layout.ts).
+   * The other files are created (WAL, schema) before the layout names them: a reader that sees the
+   * layout (`worker status`, the admin port) opens them at once, and two connections switching one
+   * brand-new file to WAL at the same moment can fail with "database is locked" at once, without
+   * waiting for the busy timeout (consumer/sqlite-busy.ts).
    */
-  fixPartitions(requested: number): number {
-    if (this.#first.recordedPartitions() === null) for (let p = 1; p < requested; p++) prepareViewFile(viewPartitionFile(this.#file, p));
-    return this.#first.fixPartitions(requested);
+  fixLayout(requested: ViewLayout): ViewLayout {
+    if (this.#first.recordedLayout() === null) {
+      const { identityParts, shards } = viewLayoutFiles(this.#file, requested);
+      for (const file of [...identityParts.slice(1), ...shards]) prepareViewFile(file);
+    }
+    return this.#first.fixLayout(requested);
+  }
+
+  transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {
+    return this.#view().transaction(work);
+  }
+
+  offset(consumer: string): Promise<number> {
+    return this.#view().offset(consumer);
+  }
+
+  getRecord(dataSetId: string, recordKey: string): Promise<MergedRecord | null> {
+    return this.#view().getRecord(dataSetId, recordKey);
+  }
+
+  resolveIdentity(dataSetId: string, identityKey: string): Promise<string | null> {
+    return this.#view().resolveIdentity(dataSetId, identityKey);
+  }
+
+  getIdentity(dataSetId: string, identityKey: string): Promise<IdentityView | null> {
+    return this.#view().getIdentity(dataSetId, identityKey);
+  }
+
+  identityOfIdentifier(dataSetId: string, identifier: string): Promise<string | null> {
+    return this.#view().identityOfIdentifier(dataSetId, identifier);
+  }
+
+  exportRecords(dataSetId: string, sinceMs: number, onPage: (records: MergedRecord[]) => void | Promise<void>): Promise<void> {
+    return this.#view().exportRecords(dataSetId, sinceMs, onPage);
+  }
+
+  counters(dataSetId: string, sinceHourMs: number): Promise<CounterRow[]> {
+    return this.#view().counters(dataSetId, sinceHourMs);
+  }
+
+  heartbeat(beat: ConsumerHeartbeat): Promise<void> {
+    return this.#first.heartbeat(beat);
+  }
+
+  lastHeartbeat(consumer: string): Promise<ConsumerHeartbeat | null> {
+    return this.#first.lastHeartbeat(consumer);
+  }
+
+  async close(): Promise<void> {
+    for (const store of this.#opened) await store.close();
+    await this.#first.close();
   }
 
   /** Partition 0 (view.db). */

@@ -30,7 +30,7 @@ import {
   type ViewStore,
   type ViewTransaction,
 } from './view-store.js';
-import { fixViewPartitions, LAYOUT_SCHEMA, recordedViewPartitions } from './sqlite-view-layout.js';
+import { fixViewLayout, LAYOUT_SCHEMA, recordedViewLayout, recordedViewPartitions, type ViewLayout } from './sqlite-view-layout.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 import { GENERATION_SCHEMA, generationStatements } from './view-generation.js';
 import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from './view-fence.js';
@@ -353,9 +353,14 @@ export class SqliteViewStore implements ViewStore {
     };
   }
 
-  /** The view's partition count: recorded in this file (partition 0), else `requested`, recorded now. */
-  fixPartitions(requested: number): number {
-    return fixViewPartitions(this.#db, requested);
+  /** The view's layout: recorded in this file (partition 0), else `requested`, recorded now. */
+  fixLayout(requested: ViewLayout): ViewLayout {
+    return fixViewLayout(this.#db, requested);
+  }
+
+  /** The recorded layout (this file is partition 0), or null while none is. */
+  recordedLayout(): ViewLayout | null {
+    return recordedViewLayout(this.#db);
   }
 
   /** The recorded partition count (this file is partition 0), or null while none is. */

@@ -342,8 +342,8 @@ test('sharded layout held at one queue position (the lifecycle fence) = the refe
           await applyParts(parts, records, batchSize, failures, schedule, { turns: turnsBefore });
           if (new Set(fences.map((f) => f.offset())).size > 1) apart++;
           let rounds = 0;
-          const upTo = await holdPartsTogether(fences, async () => {
-            assert.ok(rounds++ < 1000, `the parts did not come together: ${fences.map((f) => `${f.offset()}/${f.fence()}`).join(' ')}`);
+          const upTo = await holdPartsTogether(fences, 7, async () => {
+            assert.ok(rounds++ < 1000, `the parts did not come together: ${fences.map((f) => `${f.offset()}/${f.fence()?.upToSeq}`).join(' ')}`);
             // (Each applyParts call injects `failures` from its start again: not here, where a round is short.)
             await applyParts(parts, records, batchSize, [], schedule, { turns: parts.length });
           });
@@ -351,7 +351,7 @@ test('sharded layout held at one queue position (the lifecycle fence) = the refe
           await applyParts(parts, records, batchSize, failures, schedule, { offset: upTo + 1 });
           await assertMatchesReference(view, records.filter((r) => r.seq <= upTo));
           // Holding again (a worker that died while holding) finds the same position.
-          assert.equal(await holdPartsTogether(fences, async () => assert.fail('the parts are already together')), upTo);
+          assert.equal(await holdPartsTogether(fences, 7, async () => assert.fail('the parts are already together')), upTo);
           releaseParts(fences);
           await applyParts(parts, records, batchSize, failures, schedule);
           await assertMatchesReference(view, records);
@@ -386,13 +386,13 @@ test('a fence set while a batch is read stops that batch at it (checked again un
     };
     const consumer = new ViewConsumer(store, source, { batchSize: 4, mergeWindowMs: windowMs });
     assert.equal((await consumer.step()).nextSeq, 5);
-    onRead = () => fence.holdAt(6);
+    onRead = () => fence.holdAt(6, 1);
     const cut = await consumer.step();
     assert.deepEqual([cut.records, cut.nextSeq, await store.offset('merged-view')], [2, 7, 7]);
     onRead = () => {};
     assert.equal((await consumer.step()).moved, false, 'held at the fence');
     fence.releaseFence();
-    onRead = () => void fence.freeze();
+    onRead = () => void fence.freeze(1);
     const frozen = await consumer.step();
     assert.deepEqual([frozen.moved, await store.offset('merged-view')], [false, 7]);
     fence.releaseFence();

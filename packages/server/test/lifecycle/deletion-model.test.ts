@@ -411,7 +411,7 @@ function sqliteProfile(): ProfileKind {
       const P = sc.partitions;
       const queue = new SqliteEventQueue(queueFile);
       const view = new SqlitePartitionedView(viewFile);
-      assert.equal(view.fixPartitions(P), P);
+      assert.equal(view.fixLayout({ partitions: P, kind: 'data-sets' }).partitions, P);
       const parts = Array.from({ length: P }, (_, p) => {
         const store = new SqliteViewStore(viewPartitionFile(viewFile, p), { hotLinks: sc.hotLinks });
         const source = new SqliteQueueSource(queueFile, { accept: (ds) => partitionAmong(ds, P) === p });

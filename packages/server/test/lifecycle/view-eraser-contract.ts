@@ -11,7 +11,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ErasedRecord, ViewEraser } from '../../src/lifecycle/lifecycle-backend.js';
+import type { ErasedRecord, EraserCursor, ViewEraser } from '../../src/lifecycle/lifecycle-backend.js';
 import type { IdentityNode, MergedRecord, ViewStore } from '../../src/merged-view/view-store.js';
 
 export interface EraserFactory {
@@ -130,7 +130,7 @@ export function viewEraserContract(backend: string, factory: EraserFactory, opti
     const identity = { root: byIdentifier!.root, keys: new Set(byIdentifier!.keys) };
     const deleteAll = async (request: number, bound: number) => {
       let pages = 0;
-      for (let after: number | null = 0; after !== null; pages++) after = (await eraser.deleteIdentityRecords(request, 'ds', identity, bound, after, 2)).next;
+      for (let after: EraserCursor | null = 0; after !== null; pages++) after = (await eraser.deleteIdentityRecords(request, 'ds', identity, bound, after, 2)).next;
       return pages;
     };
     // Bound 2: r1 (seq 1) goes, r3 (first queued at 3) stays, and so does the identity with its links.
