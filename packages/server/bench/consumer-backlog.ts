@@ -26,7 +26,7 @@ import { SqliteEventQueue } from '../src/queue/sqlite-event-queue.js';
 import { bodyLogDir } from '../src/queue/sqlite-body-log.js';
 import { StatsReader } from '../src/analytics/stats-reader.js';
 import { openStorage } from '../src/storage/open-storage.js';
-import { MAX_VIEW_PARTITIONS, viewPartitionFile } from '../src/merged-view/sqlite-view-layout.js';
+import { MAX_VIEW_PARTITIONS, viewPartitionFile, viewShardFile, type ViewLayoutKind } from '../src/merged-view/sqlite-view-layout.js';
 import { BIN, cliJson, tempDataDir } from '../test/helpers/server-process.js';
 import { prng } from '../test/helpers/event-generator.js';
 import { processTree, sampleRss, treeCpuSeconds, treeRssMb } from './proc-stats.js';
@@ -49,6 +49,8 @@ export interface ConsumerScenarioResult {
   /** VmHWM over the whole run, summed over the tree and largest process (MB). */
   readonly hwm_mb: { sum: number; largest: number };
   readonly view_mb: number;
+  /** The view layout the worker was started with (`default`: the worker's defaults). */
+  readonly layout: string;
   /** `received` over both data sets' stats equals the backlog: every record was applied once. */
   readonly all_applied: boolean;
   readonly timed_out: boolean;
@@ -191,7 +193,9 @@ const fileMb = (file: string) => {
  * `dataSets`: 2 (default: 60% / 40%, in different view partitions) or 1 (every event in one data
  * set: one large sender, the case issue 30 is about; one partition applies it, whatever P is).
  */
-export async function runConsumerScenario(options: { events?: number; maxSeconds?: number; log?: (line: string) => void; keep?: boolean; dataSets?: 1 | 2 } = {}): Promise<ConsumerScenarioResult> {
+export async function runConsumerScenario(
+  options: { events?: number; maxSeconds?: number; log?: (line: string) => void; keep?: boolean; dataSets?: 1 | 2; layout?: { kind: ViewLayoutKind; partitions: number } } = {},
+): Promise<ConsumerScenarioResult> {
   const events = options.events ?? 1_000_000;
   const DATA_SETS = ALL_DATA_SETS.slice(0, options.dataSets ?? 2);
   const maxSeconds = options.maxSeconds ?? 900;
@@ -211,7 +215,11 @@ export async function runConsumerScenario(options: { events?: number; maxSeconds
     const started = performance.now();
     const worker = spawn(process.execPath, [BIN, '--data-dir', dataDir, '--env', 'production', 'worker'], {
       stdio: ['ignore', 'ignore', 'inherit'],
-      env: { ...process.env, ECAPI_LOG_LEVEL: 'warn' },
+      env: {
+        ...process.env,
+        ECAPI_LOG_LEVEL: 'warn',
+        ...(options.layout ? { ECAPI_VIEW_LAYOUT: options.layout.kind, ECAPI_VIEW_PARTITIONS: String(options.layout.partitions) } : {}),
+      },
     });
     const stopSampling = sampleRss(worker.pid!, { relist: true });
     let applied = 0;
@@ -262,8 +270,10 @@ export async function runConsumerScenario(options: { events?: number; maxSeconds
       cpu_us_per_event: Math.round((cpuSeconds * 1e6 / Math.max(1, applied)) * 10) / 10,
       peak_rss_mb: peak,
       hwm_mb: hwm,
-      // Every view partition's file (view.db, view-p<k>.db).
-      view_mb: Array.from({ length: MAX_VIEW_PARTITIONS }, (_, p) => fileMb(viewPartitionFile(viewDbFile(dataDir, 'production'), p))).reduce((a, b) => a + b, 0),
+      // Every view file (view.db, view-p<k>.db, and the sharded layout's view-s<k>.db).
+      view_mb: Array.from({ length: MAX_VIEW_PARTITIONS }, (_, p) => fileMb(viewPartitionFile(viewDbFile(dataDir, 'production'), p)) + fileMb(viewShardFile(viewDbFile(dataDir, 'production'), p)))
+        .reduce((a, b) => a + b, 0),
+      layout: options.layout ? `${options.layout.kind}, P = ${options.layout.partitions}` : 'default',
       all_applied: !timedOut && received === events,
       timed_out: timedOut,
     };

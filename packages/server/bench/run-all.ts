@@ -16,7 +16,9 @@
  * Env: BENCH_SECONDS (default 8) per measurement, BENCH_CONNECTIONS (50), BENCH_ONLY (comma list of
  * scenario names: single,batch100,batch1000,consumer,pipeline,lifecycle), BENCH_CONSUMER_EVENTS (1000000),
  * BENCH_CONSUMER_MAX_SECONDS (900), BENCH_CONSUMER_DATA_SETS (comma list of 1 and 2, default "1,2": the
- * consumer alone with every event in one data set, issue 30, and with two data sets), and the BENCH_PIPELINE_* variables of balanced-pipeline.ts
+ * consumer alone with every event in one data set, issue 30, and with two data sets), BENCH_CONSUMER_SHARDED
+ * (0: no run of one data set on the sharded layout) and BENCH_CONSUMER_SHARDED_P (its partitions, default 1),
+ * and the BENCH_PIPELINE_* variables of balanced-pipeline.ts
  * (BENCH_PIPELINE_SECONDS=10 for a quick run).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -170,18 +172,22 @@ async function consumerBench(): Promise<void> {
   const events = Number(process.env.BENCH_CONSUMER_EVENTS ?? 1_000_000);
   const shapes = (process.env.BENCH_CONSUMER_DATA_SETS ?? '1,2').split(',').map((x) => (Number(x.trim()) === 1 ? 1 : 2) as 1 | 2);
   const runs: Awaited<ReturnType<typeof runConsumerScenario>>[] = [];
-  for (const dataSets of shapes) {
-    runs.push(await runConsumerScenario({ events, dataSets, maxSeconds: Number(process.env.BENCH_CONSUMER_MAX_SECONDS ?? 900), log }));
+  const maxSeconds = Number(process.env.BENCH_CONSUMER_MAX_SECONDS ?? 900);
+  for (const dataSets of shapes) runs.push(await runConsumerScenario({ events, dataSets, maxSeconds, log }));
+  // One data set on the sharded layout (worker --view-layout sharded), P = 1 on this 2-core machine:
+  // one record shard and one identity part, two threads (bench/README.md, "The sharded layout in worker").
+  if (shapes.includes(1) && process.env.BENCH_CONSUMER_SHARDED !== '0') {
+    runs.push(await runConsumerScenario({ events, dataSets: 1, maxSeconds, log, layout: { kind: 'sharded', partitions: Number(process.env.BENCH_CONSUMER_SHARDED_P ?? 1) } }));
   }
   const first = runs[0]!;
   const lines = [
-    `Consumer alone (\`ecapi-ingest worker\`, embedded profile, default view partitions) draining a backlog of ${fmtN(first.events)} events`,
+    `Consumer alone (\`ecapi-ingest worker\`, embedded profile, default view partitions unless the layout says) draining a backlog of ${fmtN(first.events)} events`,
     `(~${first.avg_event_bytes} bytes each on average, five identifiers, ~${(first.resend_share * 100).toFixed(0)}% re-sends, 1,000-event requests; the backlog is built first, not timed).`,
     `Targets (issue 30): one data set ≥ 60,000 events/s, ≤ 30 µs CPU per event, peak RSS ≤ 300 MB; two data sets ≥ 60,000 events/s.`,
     '',
-    `| data sets | events applied | seconds | events/s | CPU µs/event (all threads) | peak RSS MB, all (largest process) | VmHWM MB | view MB | queue MB | every record applied once |`,
-    `|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|`,
-    ...runs.map((r) => `| ${r.data_sets} | ${fmtN(r.applied)} | ${r.seconds} | ${fmtN(r.events_per_second)} | ${fmtN(r.cpu_us_per_event, 1)} | ${fmtN(r.peak_rss_mb.sum)} (${fmtN(r.peak_rss_mb.largest)}) | ${fmtN(r.hwm_mb.sum)} | ${fmtN(r.view_mb)} | ${fmtN(r.queue_mb)} | ${r.all_applied ? 'yes' : r.timed_out ? 'no: stopped at BENCH_CONSUMER_MAX_SECONDS' : 'no'} |`),
+    `| data sets | view layout | events applied | seconds | events/s | CPU µs/event (all threads) | peak RSS MB, all (largest process) | VmHWM MB | view MB | queue MB | every record applied once |`,
+    `|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|`,
+    ...runs.map((r) => `| ${r.data_sets} | ${r.layout} | ${fmtN(r.applied)} | ${r.seconds} | ${fmtN(r.events_per_second)} | ${fmtN(r.cpu_us_per_event, 1)} | ${fmtN(r.peak_rss_mb.sum)} (${fmtN(r.peak_rss_mb.largest)}) | ${fmtN(r.hwm_mb.sum)} | ${fmtN(r.view_mb)} | ${fmtN(r.queue_mb)} | ${r.all_applied ? 'yes' : r.timed_out ? 'no: stopped at BENCH_CONSUMER_MAX_SECONDS' : 'no'} |`),
     '',
     `Machine: ${machine()}.`,
   ];

@@ -168,12 +168,14 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
           : full
             ? `the data dir's disk is full (${formatBytes(space!.free)} free on ${g.dataDir}): the consumer cannot apply events and ingestion answers 500 until space is freed`
             : null;
+        const layout = reader.view().layout?.() ?? null;
         const json = {
           consumer: VIEW_CONSUMER,
           running,
           stalled,
           pid: running ? beat!.pid : null,
           heartbeat_at: beat && beat.at > 0 ? iso(beat.at) : null,
+          ...(layout ? { view_layout: layout.kind, view_partitions: layout.partitions } : {}),
           ...lag,
           ...(space ? { data_dir_free_bytes: space.free } : {}),
           problem,
@@ -181,6 +183,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         if (g.json) return void ctx.out(JSON.stringify(json));
         ctx.out(
           `consumer ${json.consumer}: ${stalled ? `running (pid ${json.pid}) but stalled` : running ? `running (pid ${json.pid})` : 'not running'}\n` +
+            (layout ? `view: ${layout.partitions} partition(s), layout ${layout.kind}\n` : '') +
             `next seq ${lag.next_seq}, queue last seq ${lag.queue_last_seq}\n` +
             `lag: ${lag.lag_records} record(s), ${lag.lag_seconds} s` +
             (problem ? `\nproblem: ${problem}` : ''),

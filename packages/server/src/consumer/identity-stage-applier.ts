@@ -1,9 +1,10 @@
 /**
  * The identity stage of the sharded layout: one data set's merged records applied by P threads.
  *
- * Role. Issue 30: one data set was applied by one thread (data-set partitions, DESIGN.md). In the
- * sharded layout a view has two kinds of parts, each a file of its own with its own writer, its own
- * offset and its own transaction:
+ * Role. Issue 30: one data set was applied by one thread (data-set partitions, DESIGN.md). `worker
+ * --view-layout sharded` (merged-view/sqlite-view-layout.ts; recorded when a view is first consumed)
+ * runs this layout instead, in which a view has two kinds of parts, each a file of its own with its
+ * own writer, its own offset and its own transaction:
  * - P **record shards** (record-shard-applier.ts): the merged records and the counters of the keys
  *   `merged-view/record-shard.ts recordShardOf(data set, record key, P)` gives them, every data set spread over
  *   every shard;
@@ -50,14 +51,14 @@
  * or linked but discarded. Not fixed here: a fix makes a change effective from a queue position
  * recorded in every part's file.
  *
- * Lifecycle (hazard, not built: `worker` does not run this layout yet). A deletion (retention,
- * `events delete`, `identities forget`) touches a record's shard and its identity part, two files
- * at different queue offsets. Deleted in both at one wall-clock time, a re-send queued between the
- * two offsets would be merged and then deleted by the part that was ahead, but applied after the
- * deletion (a new record, a new identity) by the part that was behind: the parts would disagree for
- * good. So in this layout a deletion must take effect in every part at the same queue position (a
- * fence each part applies when its offset reaches it, recorded in its own file), not merely be run
- * against more files.
+ * Lifecycle (lifecycle/sharded-view-eraser.ts). A deletion (retention, `events delete`, `identities
+ * forget`) touches a record's shard and its identity part, two files at different queue offsets.
+ * Deleted in both at one wall-clock time, a re-send queued between the two offsets would be merged
+ * and then deleted by the part that was ahead, but applied after the deletion (a new record, a new
+ * identity) by the part that was behind: the parts would disagree for good. So the lifecycle first
+ * holds the data set's identity part and every shard at one queue position (a fence in each file
+ * that its consumer reads under its write lock: merged-view/view-fence.ts, lifecycle/parts-fence.ts),
+ * deletes from a view that is exactly one applier's at that position, and lets them go.
  *
  * Memory: one batch per part thread and its maps, as a data-set partition (DESIGN.md "Memory
  * bound"); `record_identities` is a row per record on disk (no event), not in memory.

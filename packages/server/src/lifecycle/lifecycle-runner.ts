@@ -20,6 +20,11 @@
  * re-send queued after B that it had merged (a "straddler", up to the record's last position), so
  * view and queue agree; a copy queued after that position was never in the record and stays.
  *
+ * The sharded layout (sharded-view-eraser.ts): a record and its identity are in two files applied at
+ * different queue offsets, so the data set's parts are held at one queue position (ViewEraser `hold`)
+ * from a request's first view deletion to its last, and while a retention round deletes; a worker
+ * that restarts keeps the holds of pending requests and releases the others.
+ *
  * Crash safety (issue 29): the claim names its owner (claim-owner.ts), so a worker restarted after
  * a SIGKILL takes the request over at once, and renews it at every step. Every deletion is counted
  * by the transaction that makes it (the erasers' tallies), so the audit log's counts are exact over
@@ -69,6 +74,8 @@ const CLAIM_MS = 30_000;
 const QUEUE_PAGE = 50;
 /** How often a hold of the sharded layout's parts looks whether they came together. */
 const HOLD_POLL_MS = 20;
+/** A hold that takes longer than this is logged (once per request). */
+const HOLD_NOTICE_MS = 10_000;
 /** Free bytes on the data dir under which a deletion waits (ECAPI_DELETION_MIN_FREE_MB overrides). */
 export const DEFAULT_DELETION_MIN_FREE_BYTES = 8 * 1024 * 1024;
 const SPACE_WAIT_MS = 1000;
@@ -169,7 +176,10 @@ export class LifecycleRunner {
    * deletions (ViewEraser `hold`), renewing the claim while they come together.
    */
   async #hold(request: DeletionRequest, eraser: ViewEraser): Promise<void> {
+    const started = Date.now();
     await eraser.hold?.(request.id, async () => {
+      // Parts far apart (shards ahead of the identity part under a backlog) take a while: said once.
+      if (Date.now() - started > HOLD_NOTICE_MS) this.#waiting(request, "the view's parts are being brought to one queue position (the consumer is catching up)");
       await this.#step(request);
       await new Promise((r) => setTimeout(r, HOLD_POLL_MS));
     });

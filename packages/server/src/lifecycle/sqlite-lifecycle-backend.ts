@@ -1,6 +1,7 @@
 /**
- * The embedded profile's lifecycle backend: lifecycle.db, an eraser per view partition file (its
- * own connection beside the partition's consumer thread, sqlite-view-eraser.ts), and queue.db.
+ * The embedded profile's lifecycle backend: lifecycle.db, an eraser per view file (its own
+ * connection beside the file's consumer thread, sqlite-view-eraser.ts; in the sharded layout a data
+ * set's eraser spans the record shards and its identity part, sharded-view-eraser.ts), and queue.db.
  */
 import Database from 'better-sqlite3';
 import { existsSync, readdirSync, statSync, type Dirent } from 'node:fs';

@@ -145,6 +145,8 @@ export interface ViewStore {
   exportRecords(dataSetId: string, sinceMs: number, onPage: (records: MergedRecord[]) => void | Promise<void>): Promise<void>;
   /** Merged-view counter rows of a data set from the hour `sinceHourMs` on. */
   counters(dataSetId: string, sinceHourMs: number): Promise<CounterRow[]>;
+  /** Embedded profile: how the view is split into files (merged-view/sqlite-view-layout.ts), or null before it is first consumed. */
+  layout?(): { readonly partitions: number; readonly kind: 'data-sets' | 'sharded' } | null;
   /** Liveness of a running consumer (outside the view's state, never part of a batch). */
   heartbeat(beat: ConsumerHeartbeat): Promise<void>;
   lastHeartbeat(consumer: string): Promise<ConsumerHeartbeat | null>;
