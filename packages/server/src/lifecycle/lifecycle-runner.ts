@@ -22,7 +22,8 @@
  *
  * The sharded layout (sharded-view-eraser.ts): a record and its identity are in two files applied at
  * different queue offsets, so the data set's parts are held at one queue position (ViewEraser `hold`)
- * from a request's first view deletion to its last, and while a retention round deletes; a worker
+ * from before a request looks the identity up (and suppresses it) to its last view deletion, and while
+ * a retention round deletes; a worker
  * that restarts keeps the holds of pending requests and releases the others.
  *
  * Crash safety (issue 29): the claim names its owner (claim-owner.ts), so a worker restarted after
@@ -231,6 +232,10 @@ export class LifecycleRunner {
         base = (event) => event.id === target;
       } else {
         const target = request.target!;
+        // The sharded layout holds its parts first: the identity is the one of the held view (a part
+        // behind could still unite it with another), and with --suppress no part applies an event
+        // under the new list that another part applied under the old one.
+        if (eraser) await this.#hold(request, eraser);
         const identity = (await eraser?.findIdentity(dataSetId, request.kind === 'forget_identifier' ? { identifier: target } : { identityKey: target })) ?? null;
         identifiers = identity ? identity.identifiers : request.kind === 'forget_identifier' ? [target] : [];
         // --suppress: the person's identifiers are suppressed first, and only once every consumer has
@@ -245,7 +250,6 @@ export class LifecycleRunner {
         if (identity && eraser) {
           root = identity.root;
           const keys = new Set(identity.keys);
-          await this.#hold(request, eraser);
           let after: EraserCursor | null = 0;
           while (after !== null) {
             await this.#step(request);
@@ -254,9 +258,9 @@ export class LifecycleRunner {
             after = step.next;
             await yieldLoop();
           }
-          // The identity tree is deleted below, in its identity part alone: the consumers go on.
-          await eraser.release?.();
         }
+        // The identity tree is deleted below, in its identity part alone: the consumers go on.
+        await eraser?.release?.();
         const wanted = new Set(identifiers);
         base = (event) => identifiersOf(normalizeEvent(event as never)).some((i) => wanted.has(i));
       }

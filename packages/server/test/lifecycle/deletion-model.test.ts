@@ -1,9 +1,9 @@
 /**
- * Model-based test of deletion requests on both storage profiles (`identities forget`, with and
- * without `--suppress`, by identifier or by identity key, and `events delete`), against a model
- * written from the words of docs/guides/data-lifecycle.md ("Deleting a person's data",
- * "Suppression", "Audit log") and docs/guides/merged-view.md ("Merge rule", "Identity linking"),
- * not from the code. One model, one scenario generator and one run of a scenario (runScenario),
+ * Model-based test of deletion requests on both storage profiles, and on the embedded view's
+ * sharded layout (`identities forget`, with and without `--suppress`, by identifier or by identity
+ * key, and `events delete`), against a model written from the words of
+ * docs/guides/data-lifecycle.md ("Deleting a person's data", "Suppression", "Audit log") and
+ * docs/guides/merged-view.md ("Merge rule", "Identity linking"), not from the code. One model, one scenario generator and one run of a scenario (runScenario),
  * over a Profile: the profile's real components, in-process, behind append / step / bound / queue
  * and view reads / lifecycle backend / close.
  *
@@ -18,7 +18,17 @@
  * PostgresSuppressionList, and the PostgresLifecycleBackend (as storage/postgres-storage.ts and
  * consumer/postgres-partitions.ts wire them; the leases and idle-lane skipping around a step are not
  * exercised).
- * On both, the LifecycleRunner's `tick()` is the worker's path for a pending request, and the
+ * Embedded profile with the sharded layout (npm test; consumer/identity-stage-applier.ts): as the
+ * embedded one, the view's layout recorded as `sharded` with P = 1 or 2, and a ViewConsumer per part
+ * (P record shards, P identity parts, as sqlite-partition-thread.ts builds them; the scenario's steps
+ * pick among the 2P parts); the SqliteLifecycleBackend's eraser of a data set is a ShardedViewEraser,
+ * and the runner holds the data set's parts at one queue position before it deletes
+ * (lifecycle/parts-fence.ts), waiting for their consumers: while a round runs, the parts it holds
+ * are stepped up to where it holds them and no part moves otherwise
+ * (test/helpers/sharded-model-parts.ts), so the outcome does not depend on timing. A data set's
+ * events are applied, for the model, once all its parts have applied them: a request is carried out
+ * on the view at the position the hold brought the parts to (the furthest of them).
+ * On all, the LifecycleRunner's `tick()` is the worker's path for a pending request, and the
  * request is recorded as the CLI records it (lifecycle-commands.ts: bound = the queue's last
  * sequence number). Two deliberate settings: the suppression list looks for a new list at every
  * step (checkEveryMs 0 instead of every 500 ms), so that the outcome never depends on the clock;
@@ -27,7 +37,7 @@
  * A scenario: 2-4 users with 1-3 hashed identifiers each; events with ids from a small pool (so
  * re-sends merge), carrying a subset of one user's identifiers, or one identifier of each of two
  * users (a link), or none; 1-2 data sets, 1-2 view partitions (SQLite; on PostgreSQL the data
- * sets' queue partitions). Events are queued and partly applied; the request is made (B = the
+ * sets' queue partitions; sharded: P). Events are queued and partly applied; the request is made (B = the
  * queue's last seq); then, in a random order, more events are queued
  * (re-sends of covered events, events carrying the person's identifiers), consumer batches applied
  * and runner rounds run (the request waits until its data set's partition has applied up to B); the
@@ -66,6 +76,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { environmentDir, queueDbFile, viewDbFile } from '../../src/config.js';
@@ -94,6 +105,7 @@ import { tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { assertIdentities, DataSetIdentities, linkRecord, mapOf } from '../helpers/identity-linking-model.js';
 import { identifiersOfParts, modelUsers, who, type Who } from '../helpers/model-people.js';
 import { openModelLanes, resetModelDatabase } from '../helpers/postgres-model-lanes.js';
+import { openShardedParts } from '../helpers/sharded-model-parts.js';
 
 const ENV = 'production' as const;
 const DATA_SETS = ['shop', 'app'] as const;
@@ -117,7 +129,12 @@ interface Group {
   readonly events: readonly EventSpec[];
 }
 
-type Action = { readonly type: 'queue'; readonly group: Group } | { readonly type: 'step'; readonly p: number } | { readonly type: 'tick' };
+/**
+ * `apart` (the sharded profile's scenarios only; absent or null: nothing): before the round, every
+ * lane applies the whole queue but lane `apart`, which applies what was queued before the last
+ * append, so that the request's data set's parts may be apart when it is carried out.
+ */
+type Action = { readonly type: 'queue'; readonly group: Group } | { readonly type: 'step'; readonly p: number } | { readonly type: 'tick'; readonly apart?: number | null };
 
 interface RequestSpec {
   readonly ds: number;
@@ -145,21 +162,23 @@ interface Scenario {
 
 const eventSpec: fc.Arbitrary<EventSpec> = fc.record({ id: fc.nat(5), who, value: fc.integer({ min: 1, max: 99 }) });
 const group: fc.Arbitrary<Group> = fc.record({ ds: fc.nat(1), events: fc.array(eventSpec, { minLength: 1, maxLength: 3 }) });
-const action: fc.Arbitrary<Action> = fc.oneof(
+/** `lanes`: the consumer lanes a step picks from (2: the SQLite and PostgreSQL profiles; the sharded profile's 2P parts: 4). */
+const actionOf = (lanes: number): fc.Arbitrary<Action> => fc.oneof(
   { weight: 3, arbitrary: fc.record({ type: fc.constant('queue' as const), group }) },
-  { weight: 3, arbitrary: fc.record({ type: fc.constant('step' as const), p: fc.nat(1) }) },
-  { weight: 2, arbitrary: fc.constant({ type: 'tick' as const }) },
+  { weight: 3, arbitrary: fc.record({ type: fc.constant('step' as const), p: fc.nat(lanes - 1) }) },
+  { weight: 2, arbitrary: lanes > 2 ? fc.record({ type: fc.constant('tick' as const), apart: fc.option(fc.nat(lanes - 1)) }) : fc.constant({ type: 'tick' as const }) },
 );
 
-function scenario(kinds: readonly DeletionKind[], suppress: boolean): fc.Arbitrary<Scenario> {
+function scenario(kinds: readonly DeletionKind[], suppress: boolean, lanes = 2): fc.Arbitrary<Scenario> {
+  const action = actionOf(lanes);
   return fc.record({
     users: fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 2, maxLength: 4 }),
     dataSets: fc.constantFrom(1 as const, 2 as const),
     partitions: fc.constantFrom(1 as const, 2 as const),
     hotLinks: fc.constantFrom(0, DEFAULT_HOT_LINKS),
-    batchSizes: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 2, maxLength: 2 }),
+    batchSizes: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: lanes, maxLength: lanes }),
     before: fc.array(group, { minLength: 1, maxLength: 4 }),
-    applyBefore: fc.array(fc.nat(1), { maxLength: 6 }),
+    applyBefore: fc.array(fc.nat(lanes - 1), { maxLength: 6 }),
     request: fc.record({ ds: fc.nat(1), kind: fc.constantFrom(...kinds), pick: fc.nat(), suppress: fc.constant(suppress) }),
     during: fc.array(action, { maxLength: 10 }),
     after: fc.array(group, { maxLength: 3 }),
@@ -361,13 +380,19 @@ type ViewReads = Pick<ViewStore, 'getRecord' | 'resolveIdentity' | 'getIdentity'
 
 /**
  * A storage profile's real components, wired as its worker and CLI wire them, behind what a scenario
- * does. A consumer "lane" is a view partition (SQLite) or a queue partition (PostgreSQL); the
- * harness keeps each lane's offset from its steps' results.
+ * does. A consumer "lane" is a view partition (SQLite), a queue partition (PostgreSQL), or a part of
+ * the sharded layout (a record shard or an identity part); the harness keeps each lane's offset from
+ * its steps' results. A data set is applied by one lane, or in the sharded layout by several (every
+ * record shard and its identity part): the model has applied a data set's events up to where all its
+ * lanes have.
  */
 interface Profile {
   /** Consumer lanes; the scenario's step pick p is taken modulo. */
   readonly lanes: number;
-  laneOf(ds: string): number;
+  /** The lanes that apply a data set. */
+  lanesOf(ds: string): readonly number[];
+  /** A lane's name in the trace. */
+  laneName(lane: number): string;
   /**
    * Whether a lane at `offset` has applied the queue up to `seq`, as the profile's lifecycle backend
    * (`applied`) decides it; `ownUpTo`: the lane's last queued seq up to `seq` (0: none).
@@ -378,6 +403,12 @@ interface Profile {
   lastQueuedSeq(): Promise<number>;
   /** One consumer step of lane p, as the worker's loop makes it (the suppression list looked at first). */
   step(p: number): Promise<StepResult>;
+  /**
+   * Runs a lifecycle round (`run`): as it is, or, in the sharded layout, while the parts the round
+   * holds are stepped up to the position it holds them at (test/helpers/sharded-model-parts.ts
+   * `whileHeld`), each step reported to `onStep`.
+   */
+  ticking<T>(run: () => Promise<T>, onStep: (lane: number, result: StepResult) => void): Promise<T>;
   readonly lifecycle: LifecycleBackend;
   /** A data set's queued events, read back through the queue's API. */
   readQueue(ds: string): Promise<QueueRecord[]>;
@@ -426,7 +457,8 @@ function sqliteProfile(): ProfileKind {
       const backend = new SqliteLifecycleBackend(dataDir, ENV);
       return {
         lanes: P,
-        laneOf: (ds) => partitionAmong(ds, P),
+        lanesOf: (ds) => [partitionAmong(ds, P)],
+        laneName: (lane) => `p${lane}`,
         // The partition's source skips the others' records: its offset passes the bound (sqlite-lifecycle-backend.ts).
         caughtUp: (offset, seq) => offset > seq,
         append: (batch) => queue.append(batch),
@@ -436,6 +468,7 @@ function sqliteProfile(): ProfileKind {
           part.suppressions.refresh();
           return part.consumer.step();
         },
+        ticking: (run) => run(),
         lifecycle: backend,
         readQueue: (ds) => queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds }),
         view,
@@ -452,6 +485,73 @@ function sqliteProfile(): ProfileKind {
       };
     },
     async dispose() {},
+  };
+}
+
+/**
+ * The embedded profile with the sharded layout (consumer/identity-stage-applier.ts): files in a temp
+ * data dir, the layout recorded as `sharded` with P = sc.partitions, and the 2P parts as
+ * consumer/sqlite-partition-thread.ts builds them (test/helpers/sharded-model-parts.ts): P record
+ * shards and P identity parts, a ViewConsumer each with its own SuppressionList (checkEveryMs 0, as
+ * above) and sc.batchSizes[lane], the identity parts with sc.hotLinks (a shard holds no links). The
+ * SqliteLifecycleBackend gives each data set a ShardedViewEraser (its identity part and every shard),
+ * and a data set's request waits until all those parts' offsets pass its bound. The runner holds
+ * those parts at one position before it deletes (lifecycle/parts-fence.ts): `ticking` steps the held
+ * parts while a round runs. Reads go through SqlitePartitionedView (merged-view/sharded-view-store.ts).
+ */
+function shardedProfile(): ProfileKind {
+  const dir = tempDataDir('ecapi-deletion-model-sharded-');
+  let run = 0;
+  return {
+    async open(sc) {
+      const dataDir = join(dir, `run-${run++}`);
+      const envDir = environmentDir(dataDir, ENV);
+      const queueFile = queueDbFile(dataDir, ENV);
+      const viewFile = viewDbFile(dataDir, ENV);
+      const P = sc.partitions;
+      const queue = new SqliteEventQueue(queueFile);
+      const view = new SqlitePartitionedView(viewFile);
+      assert.deepEqual(view.fixLayout({ partitions: P, kind: 'sharded' }), { partitions: P, kind: 'sharded' });
+      const suppressions = Array.from({ length: 2 * P }, () => new SuppressionList(lifecycleDbFile(envDir), { checkEveryMs: 0 }));
+      const sharded = openShardedParts(queueFile, viewFile, P, (lane) => ({
+        batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,
+        mergeWindowMs: () => MERGE_WINDOW_MS,
+        suppressed: (ds, identifiers) => suppressions[lane]!.suppressed(ds, identifiers),
+      }), sc.hotLinks);
+      const backend = new SqliteLifecycleBackend(dataDir, ENV);
+      const step = async (lane: number) => {
+        suppressions[lane]!.refresh();
+        return sharded.parts[lane]!.consumer.step();
+      };
+      return {
+        lanes: 2 * P,
+        lanesOf: sharded.lanesOf,
+        laneName: (lane) => (lane < P ? `s${lane}` : `i${lane - P}`),
+        // Every part's source moves its offset past the records it skips (sqlite-queue-source.ts).
+        caughtUp: (offset, seq) => offset > seq,
+        append: (batch) => queue.append(batch),
+        lastQueuedSeq: async () => lastQueuedSeqOf(queueFile),
+        step,
+        ticking: (work, onStep) => sharded.whileHeld(work, step, onStep),
+        lifecycle: backend,
+        readQueue: (ds) => queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds }),
+        view,
+        async close() {
+          try {
+            await queue.close();
+            for (const list of suppressions) list.close();
+            await sharded.close();
+            await backend.close();
+            await view.close();
+          } finally {
+            rmSync(dataDir, { recursive: true, force: true });
+          }
+        },
+      };
+    },
+    async dispose() {
+      rmSync(dir, { recursive: true, force: true });
+    },
   };
 }
 
@@ -488,7 +588,8 @@ function postgresProfile(): ProfileKind {
       const suppressions = new PostgresSuppressionList(pg.pool, { checkEveryMs: 0 });
       return {
         lanes: pg.lanes.length,
-        laneOf: pg.laneOf,
+        lanesOf: (ds) => [pg.laneOf(ds)],
+        laneName: (lane) => `p${lane}`,
         // A partition's offset stays after its own last record (postgres-lifecycle-backend.ts `applied`).
         caughtUp: (offset, _seq, ownUpTo) => offset > ownUpTo,
         append: (batch) => pg.queue.append(batch),
@@ -497,6 +598,7 @@ function postgresProfile(): ProfileKind {
           await suppressions.refresh();
           return pg.lanes[p]!.step();
         },
+        ticking: (run) => run(),
         lifecycle: pg.lifecycle,
         readQueue: (ds) => pg.queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds }),
         view: pg.view,
@@ -513,15 +615,36 @@ async function runScenario(sc: Scenario, profile: Profile, dataSets: readonly st
   const runner = new LifecycleRunner({ backend: lifecycle, controlPlane: noDataSets, logger: silent, minFreeBytes: 0 });
   const model = new DocModel();
   const offsets = Array.from({ length: profile.lanes }, () => 1);
-  const laneOf = (ds: string) => profile.laneOf(ds);
+  const lanesOf = (ds: string) => profile.lanesOf(ds);
   /** Whether lane `lane` has applied the queue up to `seq` (for the profile's lifecycle backend). */
-  const caughtUp = (lane: number, seq: number) => {
+  const laneCaughtUp = (lane: number, seq: number) => {
     let ownUpTo = 0;
-    for (const q of model.queued.values()) if (q.seq <= seq && laneOf(q.ds) === lane) ownUpTo = Math.max(ownUpTo, q.seq);
+    for (const q of model.queued.values()) if (q.seq <= seq && lanesOf(q.ds).includes(lane)) ownUpTo = Math.max(ownUpTo, q.seq);
     return profile.caughtUp(offsets[lane]!, seq, ownUpTo);
+  };
+  /** Whether every lane of data set `ds` has applied the queue up to `seq`. */
+  const caughtUp = (ds: string, seq: number) => lanesOf(ds).every((lane) => laneCaughtUp(lane, seq));
+  /** Per data set, the first seq the model has not applied: it applies what all the data set's lanes have. */
+  const modelAt = new Map(dataSets.map((ds) => [ds, 1]));
+  /** Lane `lane`'s offset moved to `nextSeq` (a step's result): the model applies what that completes, in queue order. */
+  const moveTo = (lane: number, nextSeq: number, how = '') => {
+    if (nextSeq === offsets[lane]) return;
+    offsets[lane] = nextSeq;
+    const applied: number[] = [];
+    for (const ds of dataSets) {
+      if (!lanesOf(ds).includes(lane)) continue;
+      const upTo = Math.min(...lanesOf(ds).map((l) => offsets[l]!));
+      for (let seq = modelAt.get(ds)!; seq < upTo; seq++) if (model.queued.get(seq)?.ds === ds) applied.push(seq);
+      modelAt.set(ds, Math.max(modelAt.get(ds)!, upTo));
+    }
+    applied.sort((a, b) => a - b);
+    for (const seq of applied) model.apply(seq);
+    trace.push(`apply ${profile.laneName(lane)}${how}: ${applied.join(',') || '-'}`);
   };
   let appends = 0;
   let lastSeq = 0;
+  /** The last seq queued before the last append. */
+  let beforeLastAppend = 0;
 
   const append = async (g: Group) => {
     const ds = dsOf(g.ds);
@@ -537,19 +660,32 @@ async function runScenario(sc: Scenario, profile: Profile, dataSets: readonly st
       model.queue(q);
       trace.push(`queue ${q.seq} ${ds} ${q.id} v${q.value} [${identifiersOfQueued(q).map(short).join(' ')}]`);
     });
+    beforeLastAppend = receipt.firstSeq - 1;
     lastSeq = receipt.firstSeq + items.length - 1;
   };
 
   const step = async (p: number) => {
     const lane = p % profile.lanes;
-    const result = await profile.step(lane);
-    const applied: number[] = [];
-    for (let seq = offsets[lane]!; seq < result.nextSeq; seq++) {
-      const q = model.queued.get(seq);
-      if (q && laneOf(q.ds) === lane) (model.apply(seq), applied.push(seq));
+    moveTo(lane, (await profile.step(lane)).nextSeq);
+  };
+  /**
+   * A runner round; the steps of parts it held (sharded layout) are the model's too, before the round's
+   * outcome: a hold brings every lane of the request's data set to the position of the furthest of them
+   * (lifecycle/parts-fence.ts) and moves nothing else, whatever the timing.
+   */
+  const runnerRound = async (): Promise<void> => {
+    const before = [...offsets];
+    const held: [number, number][] = [];
+    try {
+      await profile.ticking(() => runner.tick(), (lane, result) => void held.push([lane, result.nextSeq]));
+    } finally {
+      for (const [lane, nextSeq] of held) moveTo(lane, nextSeq, ' (held)');
+      if (held.length > 0) {
+        const lanes = lanesOf(mreq!.ds);
+        const at = Math.max(...lanes.map((lane) => before[lane]!));
+        assert.deepEqual(offsets, before.map((o, lane) => (lanes.includes(lane) ? at : o)), 'a hold brings the data set\'s parts together at the furthest one, and moves nothing else');
+      }
     }
-    if (result.nextSeq !== offsets[lane]) trace.push(`apply p${lane}: ${applied.join(',') || '-'}`);
-    offsets[lane] = result.nextSeq;
   };
 
   let request: DeletionRequest | null = null;
@@ -557,14 +693,14 @@ async function runScenario(sc: Scenario, profile: Profile, dataSets: readonly st
   let expected: DeletionResult | null = null;
   const tick = async () => {
     try {
-      await runner.tick();
+      await runnerRound();
     } catch (error) {
       trace.push(`tick failed: ${(error as Error).message}`); // the worker logs it and tries again next round
     }
     const now = (await lifecycle.store.get(request!.id))!;
     if (now.result !== null && expected === null) {
       // The runner carried it out in this round: the model does it on its state now.
-      assert.ok(caughtUp(laneOf(mreq!.ds), mreq!.bound), 'carried out only once the consumer applied the queue up to the bound');
+      assert.ok(caughtUp(mreq!.ds, mreq!.bound), 'carried out only once the consumer applied the queue up to the bound');
       expected = model.carryOut(mreq!);
       trace.push(`carried out; expected ${JSON.stringify(expected)}`);
     } else trace.push(`tick: ${now.state}`);
@@ -600,28 +736,40 @@ async function runScenario(sc: Scenario, profile: Profile, dataSets: readonly st
     for (const a of sc.during) {
       if (a.type === 'queue') await append(a.group);
       else if (a.type === 'step') await step(a.p);
-      else if (expected === null) await tick();
+      else if (expected === null) {
+        if (a.apart !== undefined && a.apart !== null) {
+          for (let lane = 0; lane < profile.lanes; lane++) {
+            const upTo = lane === a.apart % profile.lanes ? beforeLastAppend : lastSeq;
+            for (let steps = 0; !laneCaughtUp(lane, upTo); steps++) {
+              assert.ok(steps < 500, `the consumer of ${profile.laneName(lane)} does not get to ${upTo}`);
+              await step(lane);
+            }
+          }
+        }
+        await tick();
+      }
     }
     // Run to completion: the worker's consumer goes on applying, its runner ticks.
     for (let round = 0; ; round++) {
       assert.ok(round < 200, 'the request was not carried out');
-      if (!caughtUp(laneOf(ds), bound)) await step(laneOf(ds));
+      const behind = lanesOf(ds).find((lane) => !laneCaughtUp(lane, bound));
+      if (behind !== undefined) await step(behind);
       else if ((await tick()).state === 'done') break;
     }
     assert.ok(expected, 'the model carried the request out');
     for (const g of sc.after) await append(g);
     for (let lane = 0; lane < profile.lanes; lane++) {
-      for (let steps = 0; !caughtUp(lane, lastSeq); steps++) {
-        assert.ok(steps < 500, `the consumer of p${lane} does not get to the end of the queue`);
+      for (let steps = 0; !laneCaughtUp(lane, lastSeq); steps++) {
+        assert.ok(steps < 500, `the consumer of ${profile.laneName(lane)} does not get to the end of the queue`);
         await step(lane);
       }
     }
     // Another round: nothing more happens to a done request.
-    await runner.tick();
+    await runnerRound();
 
     await assertMatches({ model, mreq, expected, request: (await lifecycle.store.get(request.id))!, profile, dataSets, users: sc.users });
   } finally {
-    await runner.tick().catch(() => undefined);
+    await profile.ticking(() => runner.tick(), () => undefined).catch(() => undefined);
     await profile.close();
   }
 }
@@ -757,39 +905,60 @@ const eventBeforeTheRequestAppliedLate: Scenario = {
   after: [{ ds: 0, events: [{ id: 1, who: user(0, 1), value: 2 }] }],
 };
 
+/**
+ * Sharded layout, P = 2 (lanes: s0, s1, the record shards; i0, i1, the identity parts; shop's is i1):
+ * e0 (u0's email) and e1 (u1's email) queued; forget --identifier email:u0.0 (bound 2); then e0 is
+ * re-sent with both emails, which links u0's and u1's identities. While the request waits, shop's parts
+ * apply past the bound: e0's shard s1 up to the re-send (3), i1 only up to the bound; the round holds
+ * them at 3, so i1 applies the re-send first, and the request is carried out on the united identity:
+ * both records go (both first queued up to the bound), with both identities and their links, and
+ * every copy of e0 and e1 in the queue.
+ */
+const identitiesUnitedAtTheHold: Scenario = {
+  ...SMALL,
+  partitions: 2,
+  batchSizes: [1, 1, 1, 1],
+  before: [{ ds: 0, events: [{ id: 0, who: user(0), value: 1 }] }, { ds: 0, events: [{ id: 1, who: user(1), value: 1 }] }],
+  during: [{ type: 'queue', group: { ds: 0, events: [{ id: 0, who: { kind: 'link', u: 0, v: 1, mask: 0 }, value: 1 }] } }],
+};
+
 interface Property {
   readonly name: string;
   readonly kinds: readonly DeletionKind[];
   readonly suppress: boolean;
-  /** Runs on each profile (MODEL_RUNS overrides both). */
-  readonly runs: { readonly sqlite: number; readonly postgres: number };
+  /** Runs on each profile (MODEL_RUNS overrides them all). */
+  readonly runs: { readonly sqlite: number; readonly sharded: number; readonly postgres: number };
   readonly examples: readonly Scenario[];
+  /** Tried first on the sharded profile only (after `examples`). */
+  readonly shardedExamples?: readonly Scenario[];
 }
 
 const PROPERTIES: readonly Property[] = [
   {
     name: 'events delete = the docs\' model: the record if first queued up to the bound, its identity with its last record, its queued copies and merged re-sends',
-    kinds: ['delete_event'], suppress: false, runs: { sqlite: 60, postgres: 60 },
+    kinds: ['delete_event'], suppress: false, runs: { sqlite: 60, sharded: 20, postgres: 60 },
     examples: [resentTwiceInOneSegment('delete_event')],
   },
   {
     name: 'identities forget (identifier or identity key) = the docs\' model: records first queued up to the bound go, later ones and their identity stay, queue alike',
-    kinds: ['forget_identifier', 'forget_identity'], suppress: false, runs: { sqlite: 60, postgres: 60 },
+    kinds: ['forget_identifier', 'forget_identity'], suppress: false, runs: { sqlite: 60, sharded: 20, postgres: 60 },
     examples: [resentTwiceInOneSegment('forget_identifier'), firstCopyWithoutIdentifier],
+    shardedExamples: [identitiesUnitedAtTheHold],
   },
   {
     name: 'identities forget --suppress = the docs\' model: every record of the identity goes, and the person\'s later events are dropped, and counted',
-    kinds: ['forget_identifier', 'forget_identity'], suppress: true, runs: { sqlite: 12, postgres: 12 },
+    kinds: ['forget_identifier', 'forget_identity'], suppress: true, runs: { sqlite: 12, sharded: 6, postgres: 12 },
     examples: [laterEventBeforeTheRunByKey, laterEventWithTheOtherIdentifier, eventBeforeTheRequestAppliedLate],
   },
 ];
 
-function property(p: Property, testName: string, runs: number, kind: () => ProfileKind, skip: string | false): void {
+/** `lanes`: the consumer lanes the scenarios' steps pick from (the sharded layout's 2P parts: 4). */
+function property(p: Property, testName: string, runs: number, kind: () => ProfileKind, skip: string | false, lanes = 2, extraExamples: readonly Scenario[] = []): void {
   test(testName, { timeout: 300_000, skip }, async () => {
     const profiles = kind();
     try {
       await fc.assert(
-        fc.asyncProperty(scenario(p.kinds, p.suppress), async (sc) => {
+        fc.asyncProperty(scenario(p.kinds, p.suppress, lanes), async (sc) => {
           const trace: string[] = [];
           const dataSets = DATA_SETS.slice(0, sc.dataSets);
           try {
@@ -798,7 +967,7 @@ function property(p: Property, testName: string, runs: number, kind: () => Profi
             throw new Error(`${(error as Error).message}\n--- what happened ---\n${trace.join('\n')}`, { cause: error });
           }
         }),
-        { numRuns: RUNS(runs), examples: p.examples.map((e) => [e] as [Scenario]) },
+        { numRuns: RUNS(runs), examples: [...p.examples, ...extraExamples].map((e) => [e] as [Scenario]) },
       );
     } finally {
       await profiles.dispose();
@@ -808,6 +977,10 @@ function property(p: Property, testName: string, runs: number, kind: () => Profi
 
 // The embedded profile (npm test).
 for (const p of PROPERTIES) property(p, p.name, p.runs.sqlite, sqliteProfile, false);
+
+// The embedded profile with the sharded layout (npm test): P = sc.partitions (1 or 2) record shards
+// and as many identity parts, the scenario's steps picking among the 2P parts.
+for (const p of PROPERTIES) property(p, `Sharded layout: ${p.name}`, p.runs.sharded, shardedProfile, false, 4, p.shardedExamples);
 
 // The PostgreSQL profile: with ECAPI_TEST_DATABASE_URL, in .ci/run's PostgreSQL phase. Not once more
 // beside the black-box suites run with ECAPI_TEST_PROFILE=postgres (their lifecycle/ glob takes this file too).
