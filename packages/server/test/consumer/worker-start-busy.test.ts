@@ -15,11 +15,14 @@ import { cpSync, readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { queueDbFile, viewDbFile } from '../../src/config.js';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
-import { viewPartitionFile } from '../../src/merged-view/sqlite-view-layout.js';
+import { viewPartitionFile, viewShardFile } from '../../src/merged-view/sqlite-view-layout.js';
 import { BUSY_RETRY_MESSAGE } from '../../src/consumer/sqlite-busy.js';
 import { BIN, cliJson, consumerCaughtUp, tempDataDir } from '../helpers/server-process.js';
 import { generateEvents } from '../helpers/event-generator.js';
-import { dumpView } from '../helpers/view-dump.js';
+import { assertSameTables, dumpView, viewLayoutOf } from '../helpers/view-dump.js';
+
+/** The layout the workers make: they inherit the environment, so the file runs in the sharded layout with ECAPI_VIEW_LAYOUT=sharded. */
+const LAYOUT = process.env.ECAPI_VIEW_LAYOUT === 'sharded' ? 'sharded' : 'data-sets';
 
 const T0 = Date.UTC(2025, 4, 6, 19, 0);
 
@@ -154,8 +157,10 @@ async function startAgainstLock(dataDir: string, partitions: number, locked: str
     release?.();
     await worker.kill();
   }
+  assert.deepEqual(viewLayoutOf(viewDbFile(dataDir, 'production')), { partitions, kind: LAYOUT }, 'the layout of the environment');
+  // Read through the layout's files (a sharded view: its record shards and identity parts).
   const actual = dumpView(viewDbFile(dataDir, 'production'));
-  for (const table of Object.keys(expected)) assert.deepEqual(actual[table], expected[table], table);
+  assertSameTables(actual, expected, 'the view');
 }
 
 test('first start with view.db write-locked by another connection: the worker waits, stays up, applies everything', { timeout: 300_000 }, async () => {
@@ -167,6 +172,10 @@ test('first start with view.db write-locked by another connection: the worker wa
     // in WAL mode: a reader that sees the layout never creates a partition file itself.
     const header = readFileSync(viewPartitionFile(view, 1)).subarray(18, 20);
     assert.deepEqual([...header], [2, 2], 'view-p1.db is a WAL database before the layout names it');
+    // The sharded layout's record shards likewise.
+    for (let k = 0; LAYOUT === 'sharded' && k < 2; k++) {
+      assert.deepEqual([...readFileSync(viewShardFile(view, k)).subarray(18, 20)], [2, 2], `view-s${k}.db is a WAL database before the layout names it`);
+    }
   });
 });
 
