@@ -264,35 +264,10 @@ export class SqliteViewEraser implements ViewEraser {
     // identity meanwhile is still one of the identity's (its keys only grow by absorbing others).
     const rows = this.#s.recordPage.all(afterRowid, dataSetId, limit) as RecordIdentityRow[];
     const doomed = rows.filter((row) => row.identity_key !== null && identity.keys.has(row.identity_key) && row.first_seq <= boundSeq);
-    const deletedEventIds: string[] = [];
-    for (let i = 0; i < doomed.length; i += DELETE_CHUNK) {
-      const chunk = doomed.slice(i, i + DELETE_CHUNK);
-      this.#durably(() =>
-        this.#db.transaction(() => {
-          const counts = zeroCounts();
-          let maxSeq = 0;
-          const erased: string[] = [];
-          for (const row of chunk) {
-            const gone = this.#s.deleteRecordOf.get(row.rowid, dataSetId, row.record_key, boundSeq) as { last_seq: number; event_id: string | null } | undefined;
-            if (!gone) continue;
-            counts.records++;
-            if (row.record_key.startsWith('id:')) deletedEventIds.push(row.record_key.slice(3));
-            if (gone.event_id !== null) {
-              erased.push(erasedRecordEntry({ eventId: gone.event_id, lastSeq: gone.last_seq }));
-              maxSeq = Math.max(maxSeq, gone.last_seq);
-            }
-          }
-          // The identity keeps count of its records: it goes (deleteIdentity) once none is left.
-          if (counts.records > 0) {
-            this.#s.decrementBy.run(counts.records, dataSetId, identity.root);
-            this.#generation.bump();
-          }
-          this.#addTally(requestId, counts, maxSeq, erased);
-        }).immediate(),
-      );
-      // Let the WAL start over between chunks rather than grow by the whole deletion.
-      checkpointPassive(this.#db);
-    }
+    // The identity keeps count of its records, in the transaction that deletes them: it goes
+    // (deleteIdentity) once none is left.
+    const gone = this.deleteRows(requestId, dataSetId, doomed, boundSeq, (deleted) => void this.#s.decrementBy.run(deleted, dataSetId, identity.root));
+    const deletedEventIds = gone.keys.filter((key) => key.startsWith('id:')).map((key) => key.slice(3));
     return { next: rows.length < limit ? null : rows[rows.length - 1]!.rowid, deletedEventIds };
   }
 
@@ -329,11 +304,19 @@ export class SqliteViewEraser implements ViewEraser {
   }
 
   /**
-   * Record shard: deletes these rows if first queued up to `boundSeq`, DELETE_CHUNK per transaction,
+   * Deletes these rows if first queued up to `boundSeq` (a record shard's, or a person's in a data-set
+   * partition: deleteIdentityRecords), DELETE_CHUNK per transaction, a passive checkpoint after each,
    * counted in the request's tally (with their event ids and last positions) unless `requestId` is
    * null (retention). Returns the keys it deleted. `heldMs`: the write lock's hold.
    */
-  deleteRows(requestId: number | null, dataSetId: string, rows: readonly { rowid: number; record_key: string }[], boundSeq: number): { keys: string[]; heldMs: number } {
+  deleteRows(
+    requestId: number | null,
+    dataSetId: string,
+    rows: readonly { rowid: number; record_key: string }[],
+    boundSeq: number,
+    /** Run in each chunk's transaction with the number of records it deleted (when any). */
+    withDeleted?: (deleted: number) => void,
+  ): { keys: string[]; heldMs: number } {
     const keys: string[] = [];
     let heldMs = 0;
     for (let i = 0; i < rows.length; i += DELETE_CHUNK) {
@@ -354,7 +337,10 @@ export class SqliteViewEraser implements ViewEraser {
               maxSeq = Math.max(maxSeq, gone.last_seq);
             }
           }
-          if (counts.records > 0) this.#generation.bump();
+          if (counts.records > 0) {
+            withDeleted?.(counts.records);
+            this.#generation.bump();
+          }
           if (requestId !== null) this.#addTally(requestId, counts, maxSeq, erased);
           heldMs += performance.now() - locked;
         }).immediate();

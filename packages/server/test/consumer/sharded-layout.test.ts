@@ -15,9 +15,9 @@ import { ViewConsumer } from '../../src/consumer/view-consumer.js';
 import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
 import { ShardedViewStore } from '../../src/merged-view/sharded-view-store.js';
 import { viewPartitionFile, viewShardFile } from '../../src/merged-view/sqlite-view-layout.js';
-import type { MergedRecord, ViewStore } from '../../src/merged-view/view-store.js';
 import { join } from 'node:path';
 import { tempDataDir } from '../helpers/server-process.js';
+import { viewSnapshot } from '../helpers/view-snapshot.js';
 
 const hex = (n: number) => n.toString(16).padStart(64, '0');
 const T0 = Date.UTC(2026, 10, 20, 10);
@@ -47,18 +47,6 @@ async function fillQueue(file: string): Promise<number> {
   return n;
 }
 
-async function snapshot(view: ViewStore, dataSetId: string) {
-  const records: MergedRecord[] = [];
-  await view.exportRecords(dataSetId, 0, (page) => void records.push(...page));
-  const out = [];
-  for (const r of records) {
-    const identity = r.identityKey === null ? null : await view.getIdentity(dataSetId, r.identityKey);
-    out.push({ ...r, identityKey: identity?.identityKey ?? null, identity: identity && { ...identity, requestedKey: undefined } });
-  }
-  const counters = (await view.counters(dataSetId, 0)).map((c) => `${c.hour} ${c.name} ${c.n}`).sort();
-  return { records: out, counters };
-}
-
 test('sharded layout on threads = one data-set partition, record by record, identity by identity, counter by counter', { timeout: 120_000 }, async () => {
   const dir = tempDataDir('ecapi-sharded-');
   const queueFile = join(dir, 'queue.db');
@@ -82,8 +70,8 @@ test('sharded layout on threads = one data-set partition, record by record, iden
   );
   try {
     for (const dataSetId of ['ds-a', 'ds-b']) {
-      const want = await snapshot(referenceStore, dataSetId);
-      const got = await snapshot(sharded, dataSetId);
+      const want = await viewSnapshot(referenceStore, dataSetId);
+      const got = await viewSnapshot(sharded, dataSetId);
       assert.ok(want.records.length > 50 && want.records.some((r) => r.mergedCount > 1) && want.records.some((r) => (r.identity?.absorbedKeys.length ?? 0) > 0), 'the queue has re-sends and unions');
       assert.deepEqual(got.records, want.records, `${dataSetId}: records and identities`);
       assert.deepEqual(got.counters, want.counters, `${dataSetId}: counters`);

@@ -102,15 +102,6 @@ export function dumpView(file: string): Record<string, unknown[]> {
   if (viewLayoutOf(file).kind === 'sharded') return dumpShardedView(file);
   const parts = viewPartitionsOf(file);
   const dumps = Array.from({ length: parts }, (_, p) => dumpFile(viewPartitionFile(file, p)));
-  const byKey = (keys: string[]) => (a: Record<string, unknown>, b: Record<string, unknown>) => {
-    for (const k of keys) {
-      const x = a[k] as string | number;
-      const y = b[k] as string | number;
-      if (x < y) return -1;
-      if (x > y) return 1;
-    }
-    return 0;
-  };
   const merged = (table: string, keys: string[]) => dumps.flatMap((d) => d[table]! as Record<string, unknown>[]).sort(byKey(keys));
   return {
     view_records: merged('view_records', ['data_set_id', 'record_key']),

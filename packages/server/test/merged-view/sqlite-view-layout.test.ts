@@ -16,21 +16,10 @@ import { viewDbFile, queueDbFile, environmentDir } from '../../src/config.js';
 import { SqlitePartitions } from '../../src/consumer/sqlite-partitions.js';
 import { SqliteLifecycleBackend } from '../../src/lifecycle/sqlite-lifecycle-backend.js';
 import { SqlitePartitionedView } from '../../src/merged-view/partitioned-view-store.js';
-import type { MergedRecord, ViewStore } from '../../src/merged-view/view-store.js';
 import { tempDataDir } from '../helpers/server-process.js';
+import { viewSnapshot } from '../helpers/view-snapshot.js';
 
 const FIXTURE = fileURLToPath(new URL('../../../test/fixtures/view-23489c0/', import.meta.url));
-
-async function snapshot(view: ViewStore, dataSetId: string) {
-  const records: MergedRecord[] = [];
-  await view.exportRecords(dataSetId, 0, (page) => void records.push(...page));
-  const out = [];
-  for (const r of records) {
-    const identity = r.identityKey === null ? null : await view.getIdentity(dataSetId, r.identityKey);
-    out.push({ ...r, identityKey: identity?.identityKey ?? null, identity: identity && { ...identity, requestedKey: undefined } });
-  }
-  return { records: out, counters: (await view.counters(dataSetId, 0)).map((c) => `${c.hour} ${c.name} ${c.n}`).sort() };
-}
 
 /** A data dir holding the fixture's files in the production environment. */
 function fixtureDataDir(files: readonly string[]): string {
@@ -71,9 +60,9 @@ test('a view written by the previous version is read as it is: its layout (2 dat
     await partitions.release();
     try {
       for (const dataSetId of ['ds-a', 'ds-b']) {
-        const want = await snapshot(freshView, dataSetId);
+        const want = await viewSnapshot(freshView, dataSetId);
         assert.ok(want.records.some((r) => r.mergedCount > 1), 'the fixture has re-sends');
-        assert.deepEqual(await snapshot(old, dataSetId), want, dataSetId);
+        assert.deepEqual(await viewSnapshot(old, dataSetId), want, dataSetId);
       }
     } finally {
       await freshView.close();
@@ -98,7 +87,7 @@ test('a new view records the layout asked for first: a sharded one is read throu
     // Read as the previous version's view of the same queue reads.
     const old = new SqlitePartitionedView(join(fixtureDataDir(['view.db', 'view-p1.db']), 'production', 'view.db'));
     try {
-      for (const dataSetId of ['ds-a', 'ds-b']) assert.deepEqual(await snapshot(view, dataSetId), await snapshot(old, dataSetId), dataSetId);
+      for (const dataSetId of ['ds-a', 'ds-b']) assert.deepEqual(await viewSnapshot(view, dataSetId), await viewSnapshot(old, dataSetId), dataSetId);
       assert.equal(await view.offset('merged-view'), 81);
     } finally {
       await old.close();
