@@ -4,7 +4,7 @@
  * identity key, by data set). A record is read from its shard and its identity key from its data
  * set's identity part, resolved there; counters are summed over the shards; an export merges the
  * shards' records in order of first arrival (first_seq: a shard writes its new records in that
- * order). The consumer offset the CLI and the lag see is the lowest of all parts'; heartbeats live
+ * order; merged stream by stream, a page per shard in memory). The consumer offset the CLI and the lag see is the lowest of all parts'; heartbeats live
  * in identity part 0.
  *
  * Hazard: the parts are read one after another, not in one snapshot, and each may be at another
@@ -72,18 +72,29 @@ export class ShardedViewStore implements ViewStore {
   }
 
   /**
-   * In order of first arrival over all shards. Not streamed yet: each shard's records of the data
-   * set are collected, then merged (memory in proportion to the data set's records; the worker's
-   * integration needs a cursor per shard instead).
+   * In order of first arrival over all shards: each shard exports its records in that order (a
+   * shard writes new records in queue order), so the export merges the shards' streams by
+   * first_seq, a page from each at a time (memory: a page per shard, not the data set).
    */
   async exportRecords(dataSetId: string, sinceMs: number, onPage: (records: MergedRecord[]) => void | Promise<void>): Promise<void> {
-    const all: MergedRecord[] = [];
-    for (const shard of this.#shards) await shard.exportRecords(dataSetId, sinceMs, (page) => void all.push(...page));
-    all.sort((a, b) => a.firstSeq - b.firstSeq);
-    for (let i = 0; i < all.length; i += 1000) {
-      const page: MergedRecord[] = [];
-      for (const record of all.slice(i, i + 1000)) page.push(await this.#withIdentity(record));
-      await onPage(page);
+    const streams = this.#shards.map((shard) => new PageStream((take) => shard.exportRecords(dataSetId, sinceMs, take)));
+    try {
+      const heads = await Promise.all(streams.map((stream) => stream.next()));
+      let page: MergedRecord[] = [];
+      for (;;) {
+        let k = -1;
+        for (let i = 0; i < heads.length; i++) if (heads[i] && (k < 0 || heads[i]!.firstSeq < heads[k]!.firstSeq)) k = i;
+        if (k < 0) break;
+        page.push(await this.#withIdentity(heads[k]!));
+        heads[k] = await streams[k]!.next();
+        if (page.length === 1000) {
+          await onPage(page);
+          page = [];
+        }
+      }
+      if (page.length > 0) await onPage(page);
+    } finally {
+      for (const stream of streams) stream.cancel();
     }
   }
 
@@ -109,5 +120,75 @@ export class ShardedViewStore implements ViewStore {
 
   async close(): Promise<void> {
     for (const part of [...this.#shards, ...this.#identities]) await part.close();
+  }
+}
+
+/** Export cancelled by its reader (an error on another shard's stream). */
+class ExportCancelled extends Error {}
+
+/**
+ * A shard's export (pages pushed to a callback that it awaits) read one record at a time: the
+ * shard's export waits inside its callback until the page it gave has been read, so one page per
+ * shard is in memory.
+ */
+class PageStream {
+  #page: MergedRecord[] = [];
+  #at = 0;
+  #ended = false;
+  #error: unknown = null;
+  #cancelled = false;
+  /** Resolves the reader waiting for the next page (or the end). */
+  #ready: (() => void) | null = null;
+  /** Resolves the shard's export waiting for its page to be read. */
+  #consumed: (() => void) | null = null;
+
+  constructor(run: (take: (page: MergedRecord[]) => Promise<void>) => Promise<void>) {
+    run(async (page) => {
+      if (this.#cancelled) throw new ExportCancelled();
+      this.#page = page;
+      this.#at = 0;
+      const consumed = new Promise<void>((resolve) => (this.#consumed = resolve));
+      this.#wake();
+      await consumed;
+      if (this.#cancelled) throw new ExportCancelled();
+    }).then(
+      () => {
+        this.#ended = true;
+        this.#wake();
+      },
+      (error: unknown) => {
+        if (!(error instanceof ExportCancelled)) this.#error = error;
+        this.#ended = true;
+        this.#wake();
+      },
+    );
+  }
+
+  #wake(): void {
+    const ready = this.#ready;
+    this.#ready = null;
+    ready?.();
+  }
+
+  /** The next record, or null at the end. */
+  async next(): Promise<MergedRecord | null> {
+    for (;;) {
+      if (this.#at < this.#page.length) return this.#page[this.#at++]!;
+      if (this.#error !== null) throw this.#error;
+      if (this.#ended) return null;
+      // The page is read: let the shard go on, and wait for its next page or its end.
+      const waiting = new Promise<void>((resolve) => (this.#ready = resolve));
+      const consumed = this.#consumed;
+      this.#consumed = null;
+      consumed?.();
+      await waiting;
+    }
+  }
+
+  cancel(): void {
+    this.#cancelled = true;
+    const consumed = this.#consumed;
+    this.#consumed = null;
+    consumed?.();
   }
 }
