@@ -23,8 +23,8 @@
  * The sharded layout (sharded-view-eraser.ts): a record and its identity are in two files applied at
  * different queue offsets, so the data set's parts are held at one queue position (ViewEraser `hold`)
  * from before a request looks the identity up (and suppresses it) to its last view deletion, and while
- * a retention round deletes; a worker
- * that restarts keeps the holds of pending requests and releases the others.
+ * a retention round deletes; a worker that restarts keeps the holds of pending requests and releases
+ * the others.
  *
  * Crash safety (issue 29): the claim names its owner (claim-owner.ts), so a worker restarted after
  * a SIGKILL takes the request over at once, and renews it at every step. Every deletion is counted
@@ -173,8 +173,8 @@ export class LifecycleRunner {
   }
 
   /**
-   * The sharded layout: holds the data set's parts at one queue position before the request's view
-   * deletions (ViewEraser `hold`), renewing the claim while they come together.
+   * The sharded layout: holds the data set's parts at one queue position before the request looks
+   * its target up (ViewEraser `hold`), renewing the claim while they come together.
    */
   async #hold(request: DeletionRequest, eraser: ViewEraser): Promise<void> {
     const started = Date.now();
