@@ -9,7 +9,7 @@ import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { lifecycleDbFile, SuppressionList } from '../lifecycle/sqlite-lifecycle-store.js';
 import { SqliteViewStore } from '../merged-view/sqlite-view-store.js';
-import { viewPartitionFile, viewShardFile } from '../merged-view/sqlite-view-layout.js';
+import { viewLayoutFiles, viewPartitionFile } from '../merged-view/sqlite-view-layout.js';
 import { DEFAULT_HOT_LINKS } from '../merged-view/view-hot-state.js';
 import { DEFAULT_POLICY } from '../control/data-set-policy.js';
 import type { PartitionAssignment, PartitionStepper } from './consumer-loop.js';
@@ -164,16 +164,11 @@ export class SqlitePartitions implements PartitionAssignment {
     if (options.sharded) {
       const n = options.partitions;
       const common = { queueFile: options.queueFile, partitions: n, batchSize: options.batchSize };
-      const shards = Array.from({ length: n }, (_, k) => new ThreadPartition({ ...common, viewFile: viewShardFile(options.viewFile, k), partition: k, role: 'records' }, options.windows));
-      const identities = Array.from({ length: n }, (_, k) =>
-        new ThreadPartition(
-          { ...common, viewFile: viewPartitionFile(options.viewFile, k), partition: k, role: 'identities', hotLinks: options.hotLinks ?? DEFAULT_HOT_LINKS },
-          options.windows,
-        ));
-      this.#checkpointer = new ViewCheckpointer([
-        ...Array.from({ length: n }, (_, k) => viewShardFile(options.viewFile, k)),
-        ...Array.from({ length: n }, (_, k) => viewPartitionFile(options.viewFile, k)),
-      ]);
+      const files = viewLayoutFiles(options.viewFile, { partitions: n, kind: 'sharded' });
+      const shards = files.shards.map((viewFile, k) => new ThreadPartition({ ...common, viewFile, partition: k, role: 'records' }, options.windows));
+      const identities = files.identityParts.map((viewFile, k) =>
+        new ThreadPartition({ ...common, viewFile, partition: k, role: 'identities', hotLinks: options.hotLinks ?? DEFAULT_HOT_LINKS }, options.windows));
+      this.#checkpointer = new ViewCheckpointer([...files.shards, ...files.identityParts]);
       this.partitions = [...identities, ...shards];
       return;
     }

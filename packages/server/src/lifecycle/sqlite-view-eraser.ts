@@ -118,7 +118,6 @@ export class SqliteViewEraser implements ViewEraser {
       ),
       clearTally: db.prepare('DELETE FROM lifecycle_erasures WHERE request_id = ?'),
       // The sharded layout (sharded-view-eraser.ts): a record shard's rows, an identity part's record_identities.
-      recordRow: db.prepare('SELECT rowid, record_key, identity_key, first_seq FROM view_records WHERE data_set_id = ? AND record_key = ?'),
       deleteRecordIdentity: db.prepare('DELETE FROM record_identities WHERE data_set_id = ? AND record_key = ? RETURNING identity_key'),
       recordIdentityPage: db.prepare('SELECT record_key, identity_key FROM record_identities WHERE data_set_id = ? AND record_key > ? ORDER BY record_key LIMIT ?'),
     };
@@ -224,7 +223,7 @@ export class SqliteViewEraser implements ViewEraser {
     let locked = 0;
     this.#db.transaction(() => {
       locked = performance.now(); // BEGIN IMMEDIATE has the write lock now
-      for (const row of this.#s.expired.all(dataSetId, cutoffMs, cutoffMs, limit) as RecordIdentityRow[]) this.#dropRecord(dataSetId, row, counts);
+      for (const row of this.expiredRows(dataSetId, cutoffMs, limit)) this.#dropRecord(dataSetId, row, counts);
       if (counts.records + counts.identities + counts.links > 0) this.#generation.bump();
     }).immediate();
     return { ...counts, heldMs: performance.now() - locked };
@@ -292,13 +291,13 @@ export class SqliteViewEraser implements ViewEraser {
   recordRows(dataSetId: string, keys: readonly string[]): RecordIdentityRow[] {
     const rows: RecordIdentityRow[] = [];
     for (const key of keys) {
-      const row = this.#s.recordRow.get(dataSetId, key) as RecordIdentityRow | undefined;
+      const row = this.#s.recordByKey.get(dataSetId, key) as RecordIdentityRow | undefined;
       if (row) rows.push(row);
     }
     return rows;
   }
 
-  /** Record shard: up to `limit` rows retention deletes (as `expire` selects them), without deleting them. */
+  /** Up to `limit` rows retention deletes (`expire` here; a record shard's in sharded-view-eraser.ts), without deleting them. */
   expiredRows(dataSetId: string, cutoffMs: number, limit: number): RecordIdentityRow[] {
     return this.#s.expired.all(dataSetId, cutoffMs, cutoffMs, limit) as RecordIdentityRow[];
   }

@@ -30,7 +30,7 @@ import {
   type ViewStore,
   type ViewTransaction,
 } from './view-store.js';
-import { fixViewLayout, LAYOUT_SCHEMA, recordedViewLayout, recordedViewPartitions, type ViewLayout } from './sqlite-view-layout.js';
+import { fixViewLayout, LAYOUT_SCHEMA, recordedViewLayout, type ViewLayout } from './sqlite-view-layout.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 import { GENERATION_SCHEMA, generationStatements } from './view-generation.js';
 import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from './view-fence.js';
@@ -361,11 +361,6 @@ export class SqliteViewStore implements ViewStore {
   /** The recorded layout (this file is partition 0), or null while none is. */
   recordedLayout(): ViewLayout | null {
     return recordedViewLayout(this.#db);
-  }
-
-  /** The recorded partition count (this file is partition 0), or null while none is. */
-  recordedPartitions(): number | null {
-    return recordedViewPartitions(this.#db);
   }
 
   async transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {
