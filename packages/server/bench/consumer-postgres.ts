@@ -14,6 +14,10 @@
  *
  *   ECAPI_TEST_DATABASE_URL=$(scripts/pg-test-cluster.sh start /tmp/pg-consumer) \
  *     node packages/server/dist/bench/consumer-postgres.js [events=200000] [workers=1] [data-sets=2]
+ *
+ * With ECAPI_VIEW_LAYOUT=sharded (and ECAPI_VIEW_PARTITIONS=S) in the environment the workers make
+ * the view in the sharded layout (merged-view/postgres-view-layout.ts: S record-shard lanes and an
+ * identity lane per queue partition, leased like any lane); the line says which layout was used.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -104,6 +108,7 @@ try {
   const workersCpu = treeCpuSeconds(workerPids) - workersBefore;
   const eachCpu = workers.map((w, i) => Math.round((treeCpuSeconds(processTree(w.pid!)) - eachBefore[i]!) * 100) / 100);
   const serverCpu = postmaster === undefined ? undefined : serverCpuSeconds(postmaster) - serverBefore;
+  const layout = (await queryDatabase<{ kind: string; shards: number }>(url, 'SELECT kind, shards FROM view_layout WHERE id = 1'))[0];
   let busiest = 0;
   for (const [thread, t] of threadTicks(workerPids)) busiest = Math.max(busiest, t - (threadsBefore.get(thread) ?? 0));
   const perEvent = (cpuSeconds: number) => Math.round((cpuSeconds / startLag) * 1e7) / 10;
@@ -112,6 +117,8 @@ try {
     store: 'postgres',
     workers: WORKERS,
     data_sets: DATA_SETS.length,
+    // ECAPI_VIEW_LAYOUT=sharded (ECAPI_VIEW_PARTITIONS: record shards per queue partition) in the workers' environment.
+    layout: layout ? `${layout.kind}${layout.kind === 'sharded' ? `/${layout.shards}` : ''}` : null,
     events: EVENTS,
     events_timed: startLag,
     seconds: Math.round(seconds * 1000) / 1000,

@@ -80,13 +80,13 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
     .addOption(new Option('--retention-every <duration>', 'how often retention runs').env('ECAPI_QUEUE_RETENTION_EVERY').default('1m'))
     .addOption(new Option('--view-retention-every <duration>', "how often the merged view's retention (data-set policy --view-retention) runs").env('ECAPI_VIEW_RETENTION_EVERY').default('1m'))
     .addOption(
-      new Option('--view-partitions <n>', 'embedded profile: view partitions (data sets spread over n files, applied by n threads); fixed when the view is first consumed')
+      new Option('--view-partitions <n>', 'view partitions, fixed when the view is first consumed: embedded, data sets spread over n files applied by n threads; PostgreSQL with --view-layout sharded, record shards per queue partition (default 2)')
         .env('ECAPI_VIEW_PARTITIONS'),
     )
     .addOption(
       new Option(
         '--view-layout <layout>',
-        'embedded profile: "data-sets" (default: a data set applied by one thread) or "sharded" (a data set\'s records spread over the partitions, its identities applied by one more thread: one large sender, cores to spare); fixed when the view is first consumed',
+        '"data-sets" (default: a data set applied by one thread) or "sharded" (a data set\'s records spread over the partitions, or on PostgreSQL over record-shard lanes any worker may lease, its identities applied by one more: one large sender, cores to spare); fixed when the view is first consumed',
       )
         .env('ECAPI_VIEW_LAYOUT')
         .choices(VIEW_LAYOUT_KINDS),
@@ -168,7 +168,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
           : full
             ? `the data dir's disk is full (${formatBytes(space!.free)} free on ${g.dataDir}): the consumer cannot apply events and ingestion answers 500 until space is freed`
             : null;
-        const layout = reader.view().layout?.() ?? null;
+        const layout = (await reader.view().layout?.()) ?? null;
         const json = {
           consumer: VIEW_CONSUMER,
           running,

@@ -32,6 +32,14 @@
  * Retention: a worker deletes, in its own partitions, the segments that its offset has passed and
  * that are older than the retention, in batches of RETENTION_BATCH rows (a short DELETE by primary
  * key; row locks only, so ingestion never waits for it).
+ *
+ * The sharded layout (merged-view/postgres-view-layout.ts, `worker --view-layout sharded`): the
+ * lease unit is a lane, a queue partition's identity part or one of its record shards, so one data
+ * set is applied by S + 1 lanes, on the pools of up to S + 1 workers. A record shard reads its
+ * partition's segments and keeps its own keys' records (it moves its offset past the others); each
+ * lane commits its batch with its own offset row locked, as a data-set lane does. A partition's
+ * queue retention waits for the lowest offset of its lanes, and is run by the worker holding its
+ * identity part.
  */
 import type { Environment } from '../config.js';
 import { DEFAULT_POLL_MS, runConsumerLoop, type PartitionAssignment, type PartitionStepper } from './consumer-loop.js';
@@ -42,12 +50,19 @@ import type { ConsumerRunOptions } from './consumer-run-options.js';
 import type { SuppressionFilter } from '../lifecycle/lifecycle-backend.js';
 import { DB_NOW_MS, type Pool } from '../postgres/database.js';
 import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
-import { VIEW_CONSUMER, partitionConsumer } from '../model/consumer-offsets.js';
+import { VIEW_CONSUMER, partitionOffsets } from '../model/consumer-offsets.js';
+import { fixPostgresViewLayout, laneOf, MAX_RECORD_SHARDS, viewLanes, type PostgresViewLayout, type ViewLane } from '../merged-view/postgres-view-layout.js';
+import { applyIdentityStage } from './identity-stage-applier.js';
+import { applyRecordShard } from './record-shard-applier.js';
+import { queuedRecordShard } from '../merged-view/record-shard.js';
+import type { ConsumerOptions, QueueSource } from './view-consumer.js';
 import { lagOf, type ConsumerLag } from '../model/consumer-lag.js';
 import { QueueHeadWatch, skippingWhileIdle } from './queue-head-watch.js';
 import { readingAhead } from './read-ahead-source.js';
 
 export const LEASE_MS = 15_000;
+/** Record shards per queue partition of a new sharded view, unless `--view-partitions` says. */
+export const DEFAULT_RECORD_SHARDS = 2;
 export const RENEW_MS = 3_000;
 const RETENTION_EVERY_MS = 60_000;
 const RETENTION_BATCH = 5_000;
@@ -68,14 +83,16 @@ class LeasedPartitions implements PartitionAssignment {
   readonly #store: PostgresViewStore;
   readonly #options: PartitionedConsumerOptions;
   readonly #leaseMs: number;
-  /** Owned partitions and their steppers (kept while owned, so a lane keeps running). */
+  readonly #layout: PostgresViewLayout;
+  /** Owned lanes (by lease id) and their steppers (kept while owned, so a lane keeps running). */
   readonly owned = new Map<number, PartitionStepper>();
   /** The queue's head, read once for every lane (at most every half poll interval). */
   readonly #head: QueueHeadWatch;
 
-  constructor(pool: Pool, store: PostgresViewStore, options: PartitionedConsumerOptions) {
+  constructor(pool: Pool, store: PostgresViewStore, layout: PostgresViewLayout, options: PartitionedConsumerOptions) {
     this.#pool = pool;
     this.#store = store;
+    this.#layout = layout;
     this.#options = options;
     this.#leaseMs = options.leaseMs ?? LEASE_MS;
     this.refreshMs = options.renewMs ?? RENEW_MS;
@@ -92,20 +109,22 @@ class LeasedPartitions implements PartitionAssignment {
     }, (options.pollMs ?? DEFAULT_POLL_MS) / 2);
   }
 
-  #stepper(part: number): PartitionStepper {
+  #stepper(lane: ViewLane): PartitionStepper {
     const { suppressions } = this.#options;
-    const consumer = new ViewConsumer(
-      this.#store,
-      readingAhead((fromSeq, limit) => readSegments(this.#pool, { fromSeq, limit, part })),
-      {
-        batchSize: this.#options.batchSize,
-        mergeWindowMs: this.#options.mergeWindowMs,
-        consumer: partitionConsumer(VIEW_CONSUMER, part),
-        ...(suppressions ? { suppressed: (dataSetId: string, identifiers: readonly string[]) => suppressions.suppressed(dataSetId, identifiers) } : {}),
-      },
-    );
+    const { part } = lane;
+    const consumer = laneConsumer(this.#pool, this.#store, lane, {
+      batchSize: this.#options.batchSize,
+      mergeWindowMs: this.#options.mergeWindowMs,
+      ...(suppressions ? { suppressed: (dataSetId: string, identifiers: readonly string[]) => suppressions.suppressed(dataSetId, identifiers) } : {}),
+    });
     const step = suppressions ? async () => (await suppressions.refresh(), consumer.step()) : () => consumer.step();
-    return skippingWhileIdle({ name: `p${String(part).padStart(2, '0')}`, step }, part, this.#head);
+    const name = `p${String(part).padStart(2, '0')}${lane.role === 'records' ? `/s${lane.shard}` : lane.role === 'identities' ? '/id' : ''}`;
+    return skippingWhileIdle({ name, step }, part, this.#head);
+  }
+
+  /** The queue partitions whose identity part (or data-set lane) this worker owns: it prunes their segments. */
+  ownedPartitions(): number[] {
+    return [...this.owned.keys()].filter((lease) => laneOf(this.#layout, lease).role !== 'records').map((lease) => laneOf(this.#layout, lease).part);
   }
 
   async refresh(): Promise<readonly PartitionStepper[]> {
@@ -121,7 +140,7 @@ class LeasedPartitions implements PartitionAssignment {
     const live = Number(
       (await pool.query<{ n: string }>(`SELECT count(*) AS n FROM consumer_workers WHERE seen_at >= ${DB_NOW_MS} - $1::bigint`, [leaseMs])).rows[0]!.n,
     );
-    const share = Math.ceil(QUEUE_PARTITIONS / Math.max(1, live));
+    const share = Math.ceil(viewLanes(this.#layout).length / Math.max(1, live));
     const renewed = (
       await pool.query<{ part: number }>(
         `UPDATE consumer_leases SET expires_at = ${DB_NOW_MS} + $2::bigint WHERE owner = $1 RETURNING part`,
@@ -145,7 +164,7 @@ class LeasedPartitions implements PartitionAssignment {
       mine = new Set([...mine, ...claimed]);
     }
     for (const part of [...this.owned.keys()]) if (!mine.has(part)) this.owned.delete(part);
-    for (const part of mine) if (!this.owned.has(part)) this.owned.set(part, this.#stepper(part));
+    for (const lease of mine) if (!this.owned.has(lease)) this.owned.set(lease, this.#stepper(laneOf(this.#layout, lease)));
     return [...this.owned.values()];
   }
 
@@ -156,13 +175,43 @@ class LeasedPartitions implements PartitionAssignment {
   }
 }
 
-/** Deletes, in the partitions this worker owns, the applied segments older than the retention. */
+/**
+ * The consumer of one lane (merged-view/postgres-view-layout.ts): its queue source, its store (a
+ * part's, with its fence and counter shard, in the sharded layout), its offset row and its applier.
+ */
+export function laneConsumer(pool: Pool, store: PostgresViewStore, lane: ViewLane, options: Omit<ConsumerOptions, 'consumer' | 'applier'>): ViewConsumer {
+  return new ViewConsumer(lane.role === 'data-set' ? store : store.forPart({ consumer: lane.consumer, shard: lane.shard }), laneSource(pool, lane), {
+    ...options,
+    consumer: lane.consumer,
+    ...(lane.role === 'records' ? { applier: applyRecordShard } : lane.role === 'identities' ? { applier: applyIdentityStage } : {}),
+  });
+}
+
+/**
+ * A lane's queue: its partition's segments, read ahead; a record shard keeps its own keys' records
+ * and moves past the others (it reads `limit` × shards records for a batch of about `limit`).
+ */
+function laneSource(pool: Pool, lane: ViewLane): QueueSource {
+  const source = readingAhead((fromSeq, limit) => readSegments(pool, { fromSeq, limit, part: lane.part }));
+  if (lane.role !== 'records') return source;
+  return {
+    read: () => Promise.reject(new Error('a record shard reads with readBatch')),
+    async readBatch(fromSeq, limit) {
+      const records = await source.read(fromSeq, limit * lane.shards);
+      const nextSeq = records.length > 0 ? records[records.length - 1]!.seq + 1 : fromSeq;
+      return { records: records.filter((record) => queuedRecordShard(record, lane.shards) === lane.shard), nextSeq };
+    },
+    close: () => source.close(),
+  };
+}
+
+/** Deletes, in the partitions this worker owns, the segments every lane of the partition applied that are older than the retention. */
 async function pruneOwnedPartitions(pool: Pool, store: PostgresViewStore, parts: Iterable<number>, retentionMs: number): Promise<number> {
-  const offsets = await store.offsets(`${VIEW_CONSUMER}/`);
+  const offsets = partitionOffsets(VIEW_CONSUMER, await store.offsets(`${VIEW_CONSUMER}/`), QUEUE_PARTITIONS);
   let deleted = 0;
   for (const part of parts) {
-    const next = offsets.get(partitionConsumer(VIEW_CONSUMER, part));
-    if (next === undefined) continue;
+    const next = offsets[part]!;
+    if (next <= 1) continue;
     for (;;) {
       const result = await pool.query(
         `DELETE FROM queue_segments WHERE first_seq IN (
@@ -180,9 +229,21 @@ async function pruneOwnedPartitions(pool: Pool, store: PostgresViewStore, parts:
 export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStore, options: PartitionedConsumerOptions): Promise<void> {
   const { logger } = options;
   const me = options.workerId;
-  const leases = new LeasedPartitions(pool, store, options);
+  const requested: PostgresViewLayout =
+    options.viewLayout === 'sharded' ? { kind: 'sharded', shards: options.viewPartitions ?? DEFAULT_RECORD_SHARDS } : { kind: 'data-sets', shards: 0 };
+  if (requested.kind === 'sharded' && (!Number.isInteger(requested.shards) || requested.shards < 1 || requested.shards > MAX_RECORD_SHARDS)) {
+    throw new Error(`record shards must be 1 to ${MAX_RECORD_SHARDS}`);
+  }
+  const layout = await fixPostgresViewLayout(pool, requested);
+  if ((options.viewLayout !== undefined && layout.kind !== requested.kind) || (layout.kind === 'sharded' && options.viewPartitions !== undefined && layout.shards !== requested.shards)) {
+    logger.warn(
+      { requested_layout: requested.kind, requested_shards: requested.shards, layout: layout.kind, shards: layout.shards },
+      'the view was created with another layout; keeping it (empty the view to change it)',
+    );
+  }
+  const leases = new LeasedPartitions(pool, store, layout, options);
   const retentionMs = options.retentionMs ?? 0;
-  logger.info({ env: options.env, pid: process.pid, worker: me }, 'consumer started');
+  logger.info({ env: options.env, pid: process.pid, worker: me, layout: layout.kind, ...(layout.kind === 'sharded' ? { shards: layout.shards } : {}) }, 'consumer started');
   try {
     await runConsumerLoop(leases, {
       logger,
@@ -197,7 +258,7 @@ export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStor
             retention: {
               everyMs: options.retentionEveryMs ?? RETENTION_EVERY_MS,
               run: async () => {
-                const deleted = await pruneOwnedPartitions(pool, store, [...leases.owned.keys()], retentionMs);
+                const deleted = await pruneOwnedPartitions(pool, store, leases.ownedPartitions(), retentionMs);
                 if (deleted > 0) logger.info({ deleted_segments: deleted }, 'queue retention');
               },
             },
@@ -212,13 +273,13 @@ export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStor
 
 /**
  * The consumer's lag over all queue partitions (`worker status`, the console, /metrics), from the
- * partitions' offsets (`offsets`: the view store's rows named `merged-view/pNN`; a partition never
- * applied starts at 1): records queued and not yet applied in any partition, and the age of the
+ * partitions' offsets (`offsets`: the view store's rows named `merged-view/pNN`, and the record
+ * shards' `merged-view/pNN/sK`: the lowest counts; a partition never applied starts at 1): records queued and not yet applied in any partition, and the age of the
  * oldest of them.
  */
 export async function partitionedLag(pool: Pool, offsets: ReadonlyMap<string, number>, nowMs: number): Promise<ConsumerLag> {
   const parts = Array.from({ length: QUEUE_PARTITIONS }, (_, p) => p);
-  const nexts = parts.map((p) => offsets.get(partitionConsumer(VIEW_CONSUMER, p)) ?? 1);
+  const nexts = partitionOffsets(VIEW_CONSUMER, offsets, QUEUE_PARTITIONS);
   const { rows } = await pool.query<{ last: number; lag: string; oldest: number | null; first_pending: number | null }>(
     `WITH o AS (SELECT * FROM unnest($1::integer[], $2::bigint[]) AS o(part, next_seq)),
           pending AS (SELECT q.first_seq, q.event_count, q.received_at, o.next_seq FROM queue_segments q JOIN o ON q.part = o.part

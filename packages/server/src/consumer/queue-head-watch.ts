@@ -127,8 +127,11 @@ export function skippingWhileIdle(stepper: PartitionStepper, part: number, watch
         return idle;
       }
       const result = await stepper.step();
-      idle = result.moved ? null : result;
-      idleAt = result.moved ? -1 : head;
+      // A lane held at a fence (the sharded layout's lifecycle) is not idle: its partition may have
+      // records past the fence, to apply as soon as it is released, whether or not more arrive.
+      const rests = !result.moved && result.held !== true;
+      idle = rests ? result : null;
+      idleAt = rests ? head : -1;
       return result;
     },
   };

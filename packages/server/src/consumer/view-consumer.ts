@@ -46,6 +46,8 @@ export const DEFAULT_BATCH_SIZE = 2000;
 export interface StepResult extends BatchResult {
   readonly nextSeq: number;
   readonly moved: boolean;
+  /** Stopped at a fence (merged-view/view-fence.ts): there may be records to apply once it is released. */
+  readonly held?: boolean;
 }
 
 export class ViewConsumer {
@@ -64,7 +66,8 @@ export class ViewConsumer {
   /** Applies one batch; returns what it did (moved: false when caught up). */
   async step(): Promise<StepResult> {
     const from = await this.#store.offset(this.#name);
-    const held = { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: false };
+    const nothing = { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: false };
+    const held = { ...nothing, held: true };
     // Held at a fence (merged-view/view-fence.ts): nothing to read until it is released.
     const fenceBefore = (await this.#store.fence?.()) ?? null;
     if (fenceBefore !== null && from > fenceBefore) return held;
@@ -76,7 +79,7 @@ export class ViewConsumer {
       records = await this.#source.read(from, limit);
       nextSeq = records.length > 0 ? records[records.length - 1]!.seq + 1 : from;
     }
-    if (nextSeq === from) return held;
+    if (nextSeq === from) return nothing;
     return this.#store.transaction(async (tx) => {
       if ((await tx.offset(this.#name)) !== from) {
         // Another consumer applied these meanwhile; start over from the new offset.

@@ -169,12 +169,17 @@ export interface ViewEraser {
   /**
    * The sharded layout (sharded-view-eraser.ts): holds the data set's parts at one queue position
    * for `holder` (a request's id, 0: retention), calling `wait` until they are there, and lets them
-   * go. Absent where one transaction covers a record and its identity (one file, or PostgreSQL).
+   * go. Absent where one lane applies a data set's records and identities (the data-set layout).
    */
   hold?(holder: number, wait: () => Promise<void>): Promise<void>;
   release?(): Promise<void>;
+  /**
+   * Lets go of what this process holds for a hold (PostgreSQL: the partition's lock and its
+   * connection) but not of the fences: the end of a request's attempt, finished or cut off.
+   */
+  detach?(): Promise<void>;
   /** Whether retention has anything to delete (the sharded layout asks before holding its parts). */
-  hasExpired?(dataSetId: string, cutoffMs: number): boolean;
+  hasExpired?(dataSetId: string, cutoffMs: number): boolean | Promise<boolean>;
   /** Deletes an identity tree (nodes and links) once no record of it is left (else keeps it). */
   deleteIdentity(requestId: number, dataSetId: string, root: string): Promise<void>;
   /** What the request deleted so far, over every attempt (a worker killed mid-way included). */
@@ -296,8 +301,9 @@ export interface LifecycleBackend {
   /** The view eraser of the data set's partition, or null while the view does not exist yet. */
   viewEraser(dataSetId: string): Promise<ViewEraser | null>;
   /**
-   * The sharded layout, when a worker starts: lets go of the parts a killed worker held, except
-   * those held by a request still `pending` (its next attempt holds them again at the same position).
+   * The sharded layout, at every lifecycle round: lets go of the parts a killed worker (or an attempt
+   * cut off) held, except those held by a request still `pending` (its next attempt holds them again
+   * at the same position) and, on PostgreSQL, those a live worker is holding now.
    */
   releaseStaleHolds?(pending: ReadonlySet<number>): Promise<void>;
   close(): Promise<void>;

@@ -104,7 +104,6 @@ export class LifecycleRunner {
   readonly #o: LifecycleRunnerOptions;
   readonly #b: LifecycleBackend;
   #lastRetention = Number.NEGATIVE_INFINITY;
-  #started = false;
   #stopping = false;
   #spaceWarnedFor = new Set<number>();
   readonly #waitReason = new Map<number, string>();
@@ -120,12 +119,10 @@ export class LifecycleRunner {
   async tick(nowMs = Date.now()): Promise<void> {
     await this.#b.queue.overwritePending();
     const pending = await this.#b.store.pending();
-    if (!this.#started) {
-      // Parts a killed worker held (the sharded layout): those of a pending request stay held for
-      // its next attempt; the others (a retention round, a request since done) are let go.
-      await this.#b.releaseStaleHolds?.(new Set(pending.map((r) => r.id)));
-      this.#started = true;
-    }
+    // Parts held by a worker that was killed, or by an attempt cut off (the sharded layout): those of
+    // a pending request stay held for its next attempt; the others (a retention round, a request
+    // since done) are let go. At every round: on PostgreSQL the killed worker may be another one.
+    await this.#b.releaseStaleHolds?.(new Set(pending.map((r) => r.id)));
     for (const request of pending) {
       if (this.#stopping) return;
       if (!(await this.#b.applied(request.dataSetId, request.boundSeq))) {
@@ -206,8 +203,17 @@ export class LifecycleRunner {
   }
 
   async #carryOut(request: DeletionRequest): Promise<void> {
+    const eraser = await this.#b.viewEraser(request.dataSetId);
+    try {
+      await this.#carryOutWith(request, eraser);
+    } finally {
+      // An attempt cut off keeps its fences for the next one, but nothing else of this process.
+      await eraser?.detach?.();
+    }
+  }
+
+  async #carryOutWith(request: DeletionRequest, eraser: ViewEraser | null): Promise<void> {
     const { dataSetId, id, boundSeq } = request;
-    const eraser = await this.#b.viewEraser(dataSetId);
     // Counts settled by an earlier attempt: its deletions are over, only the clean-up is left.
     let result = request.result;
     const before = eraser ? await eraser.tally(id) : zeroCounts();
@@ -325,7 +331,7 @@ export class LifecycleRunner {
       // Counted in the consumer's time (appliedThrough), with a margin for requests being committed.
       const cutoff = (await this.#b.appliedThrough(dataSet.id, nowMs)) - dataSet.policy.viewRetentionMs - RETENTION_COMMIT_MARGIN_MS;
       // The sharded layout holds its parts while it deletes, and only when there is something to delete.
-      if (eraser.hasExpired && !eraser.hasExpired(dataSet.id, cutoff)) continue;
+      if (eraser.hasExpired && !(await eraser.hasExpired(dataSet.id, cutoff))) continue;
       if (eraser.hold) {
         let skip: 'stopping' | 'held' | null = null;
         await eraser

@@ -18,17 +18,22 @@
  * renews its claim, notices a stop) and is called until the parts converge.
  */
 
-/** One part's file as the fence sees it (lifecycle/sqlite-view-eraser.ts). */
+type MaybeAsync<T> = T | Promise<T>;
+
+/**
+ * One part as the fence sees it: an embedded file (lifecycle/sqlite-view-eraser.ts), or a lane's
+ * offset row on PostgreSQL (lifecycle/postgres-fenced-part.ts).
+ */
 export interface FencedPart {
   /** The next queue position the part's consumer applies. */
-  offset(): number;
+  offset(): MaybeAsync<number>;
   /** Fence just below the offset for `holder`, in one write transaction; returns the offset. */
-  freeze(holder: number): number;
+  freeze(holder: number): MaybeAsync<number>;
   /** Fence at `upToSeq` for `holder` (not below the offset). */
-  holdAt(upToSeq: number, holder: number): void;
-  releaseFence(): void;
+  holdAt(upToSeq: number, holder: number): MaybeAsync<void>;
+  releaseFence(): MaybeAsync<void>;
   /** The fence and who set it, or null. */
-  fence(): { upToSeq: number; holder: number } | null;
+  fence(): MaybeAsync<{ upToSeq: number; holder: number } | null>;
 }
 
 /**
@@ -49,17 +54,23 @@ export class PartsHeldError extends Error {
  */
 export async function holdPartsTogether(parts: readonly FencedPart[], holder: number, wait: () => Promise<void>): Promise<number> {
   for (const part of parts) {
-    const other = part.fence()?.holder;
+    const other = (await part.fence())?.holder;
     if (other !== undefined && other !== 0 && other !== holder) throw new PartsHeldError(other);
   }
-  const offsets = parts.map((part) => part.freeze(holder));
+  const offsets: number[] = [];
+  for (const part of parts) offsets.push(await part.freeze(holder));
   const upTo = Math.max(...offsets) - 1;
-  for (const part of parts) part.holdAt(upTo, holder);
-  while (!parts.every((part) => part.offset() === upTo + 1)) await wait();
+  for (const part of parts) await part.holdAt(upTo, holder);
+  while (!(await allAt(parts, upTo + 1))) await wait();
   return upTo;
 }
 
+async function allAt(parts: readonly FencedPart[], nextSeq: number): Promise<boolean> {
+  for (const part of parts) if ((await part.offset()) !== nextSeq) return false;
+  return true;
+}
+
 /** The parts' consumers go on. */
-export function releaseParts(parts: readonly FencedPart[]): void {
-  for (const part of parts) part.releaseFence();
+export async function releaseParts(parts: readonly FencedPart[]): Promise<void> {
+  for (const part of parts) await part.releaseFence();
 }

@@ -12,14 +12,49 @@
  *
  * Counts (issue 29): each transaction that deletes for a request adds to its tally in the same
  * transaction (postgres-lifecycle-store.ts addPgTally), so they are exact across takeovers.
+ *
+ * The sharded layout (merged-view/postgres-view-layout.ts). A record's identity key is in the
+ * identity part's `view_record_identities` row (its own is NULL): every query reads
+ * `COALESCE(r.identity_key, ri.identity_key)` and a deleted record's identity row goes in the same
+ * transaction, so a record and its identity are still deleted atomically. What the transaction
+ * cannot give is one queue position: the data set's identity part and record shards are lanes at
+ * different offsets (consumer/identity-stage-applier.ts, "Lifecycle"). So the eraser of a sharded
+ * view holds them at one position first (`hold`, parts-fence.ts over the lanes' offset rows,
+ * postgres-fenced-part.ts), as the embedded one does. With several workers, holds of one queue
+ * partition exclude each other with a session advisory lock (`HOLD_LOCK`) taken on a connection
+ * of its own from `hold` to `release`: a retention round that finds it taken skips the data set
+ * (PartsHeldError), a request waits for it. Fences a killed worker (or an attempt cut off) left are
+ * released at the next lifecycle round of any worker (`releaseStaleHolds`) unless their holder is a
+ * pending request or a live worker holds the partition's lock. A request's attempt keeps the lock
+ * until it ends (`detach`, called by the runner whatever the outcome), so a session lock never
+ * outlives the attempt that took it.
  */
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import { erasedRecordEntry, erasedRecordOf, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
+import { holdPartsTogether, PartsHeldError, releaseParts } from './parts-fence.js';
+import { PostgresFencedPart } from './postgres-fenced-part.js';
+import { partitionLanes, type PostgresViewLayout } from '../merged-view/postgres-view-layout.js';
 
 interface RecordIdentityRow {
   record_key: string;
   identity_key: string | null;
+}
+
+/** The advisory lock (key pair) of the holds of one queue partition. */
+const HOLD_LOCK = "hashtext(current_schema() || ':view_hold')";
+
+/** A merged record and its identity key (from the identity part's row in the sharded layout). */
+const RECORDS_WITH_IDENTITY =
+  'view_records r LEFT JOIN view_record_identities ri ON ri.data_set_id = r.data_set_id AND ri.record_key = r.record_key';
+const IDENTITY_OF_RECORD = 'COALESCE(r.identity_key, ri.identity_key)';
+/** Records retention deletes ($1 data set, $2 cutoff). */
+const EXPIRED = `r.data_set_id = $1 AND r.last_received_at < $2 AND COALESCE((r.event::jsonb ->> 'timestamp')::numeric, 0) * 1000 + 1000 < $2`;
+
+/** The sharded layout's parts of one queue partition, as the eraser holds them. */
+export interface HeldPartition {
+  readonly part: number;
+  readonly layout: PostgresViewLayout;
 }
 
 /** VACUUM of `tables` on a connection of its own, without the pool's statement timeout (a large table takes long). */
@@ -53,8 +88,9 @@ async function dropIdentity(db: PoolClient, dataSetId: string, root: string, cou
   counts.identities += (await db.query('DELETE FROM identity_nodes WHERE data_set_id = $1 AND identity_key = ANY($2::text[])', [dataSetId, keys])).rowCount ?? 0;
 }
 
-async function dropRecord(db: PoolClient, dataSetId: string, row: RecordIdentityRow, counts: ErasedCounts): Promise<void> {
+async function dropRecord(db: PoolClient, dataSetId: string, row: RecordIdentityRow, counts: ErasedCounts, sharded: boolean): Promise<void> {
   counts.records += (await db.query('DELETE FROM view_records WHERE data_set_id = $1 AND record_key = $2', [dataSetId, row.record_key])).rowCount ?? 0;
+  if (sharded) await db.query('DELETE FROM view_record_identities WHERE data_set_id = $1 AND record_key = $2', [dataSetId, row.record_key]);
   if (row.identity_key === null) return;
   const root = await rootOf(db, dataSetId, row.identity_key);
   if (root === null) return;
@@ -67,9 +103,119 @@ async function dropRecord(db: PoolClient, dataSetId: string, row: RecordIdentity
 
 export class PostgresViewEraser implements ViewEraser {
   readonly #pool: Pool;
+  /** The sharded layout: the queue partition whose lanes this eraser holds; null: the data-set layout (nothing to hold). */
+  readonly #held: { readonly part: number; readonly lanes: readonly PostgresFencedPart[] } | null;
+  /** The connection holding HOLD_LOCK from `hold` to `release`. */
+  #lock: PoolClient | null = null;
 
-  constructor(pool: Pool) {
+  constructor(pool: Pool, sharded: HeldPartition | null = null) {
     this.#pool = pool;
+    this.#held = sharded && {
+      part: sharded.part,
+      lanes: partitionLanes(sharded.layout, sharded.part).map((lane) => new PostgresFencedPart(pool, lane.consumer)),
+    };
+    if (this.#held === null) {
+      // Nothing to hold in the data-set layout: one lane applies a data set's records and identities.
+      this.hold = undefined;
+      this.release = undefined;
+      this.detach = undefined;
+      this.hasExpired = undefined;
+    }
+  }
+
+  get #sharded(): boolean {
+    return this.#held !== null;
+  }
+
+  /** Holds the partition's lanes at one queue position (see the top): HOLD_LOCK first, then the fences. */
+  hold?: (holder: number, wait: () => Promise<void>) => Promise<void> = async (holder, wait) => {
+    const held = this.#held!;
+    if (this.#lock === null) {
+      const client = await this.#pool.connect();
+      try {
+        for (;;) {
+          const { rows } = await client.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(${HOLD_LOCK}, $1::int) AS locked`, [held.part]);
+          if (rows[0]!.locked) break;
+          if (holder === 0) throw new PartsHeldError(0); // a retention round: another worker is deleting here
+          await wait();
+        }
+      } catch (error) {
+        client.release();
+        throw error;
+      }
+      this.#lock = client;
+    }
+    try {
+      await holdPartsTogether(held.lanes, holder, wait);
+    } catch (error) {
+      // The fences are another request's (PartsHeldError): leave them. A retention round's own go
+      // (a request's stay for its next attempt, and the lock goes with `detach`).
+      if (!(error instanceof PartsHeldError) && holder === 0) await releaseParts(held.lanes).catch(() => undefined);
+      if (error instanceof PartsHeldError || holder === 0) await this.#unlock();
+      throw error;
+    }
+  };
+
+  /** The lock goes, the fences stay (a request's attempt ends; see lifecycle-backend.ts). */
+  detach?: () => Promise<void> = () => this.#unlock();
+
+  /** Lets the lanes go, if this eraser holds them (a hold that failed to take the lock holds nothing). */
+  release?: () => Promise<void> = async () => {
+    if (this.#lock === null) return;
+    try {
+      await releaseParts(this.#held!.lanes);
+    } finally {
+      await this.#unlock();
+    }
+  };
+
+  async #unlock(): Promise<void> {
+    const client = this.#lock;
+    if (client === null) return;
+    this.#lock = null;
+    try {
+      await client.query(`SELECT pg_advisory_unlock(${HOLD_LOCK}, $1::int)`, [this.#held!.part]);
+      client.release();
+    } catch (error) {
+      client.release(error as Error); // a broken session: its locks went with it
+    }
+  }
+
+  /** Whether retention has anything to delete (asked before holding). */
+  hasExpired?: (dataSetId: string, cutoffMs: number) => Promise<boolean> = async (dataSetId, cutoffMs) => {
+    const { rows } = await this.#pool.query<{ any: boolean }>(`SELECT EXISTS (SELECT 1 FROM view_records r WHERE ${EXPIRED}) AS any`, [dataSetId, cutoffMs]);
+    return rows[0]!.any;
+  };
+
+  /**
+   * Fences a killed worker left (see the top): those of a request still pending stay; the others go
+   * where no live worker holds the partition's HOLD_LOCK.
+   */
+  static async releaseStaleHolds(pool: Pool, layout: PostgresViewLayout, pending: ReadonlySet<number>): Promise<void> {
+    const { rows } = await pool.query<{ consumer: string; fence_holder: string }>('SELECT consumer, fence_holder FROM consumer_offsets WHERE fence_seq IS NOT NULL');
+    const parts = new Set<number>();
+    for (const row of rows) {
+      if (pending.has(Number(row.fence_holder))) continue;
+      const match = /\/p(\d+)(?:\/s\d+)?$/.exec(row.consumer);
+      if (match) parts.add(Number(match[1]));
+    }
+    for (const part of parts) {
+      const client = await pool.connect();
+      try {
+        if (!(await client.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(${HOLD_LOCK}, $1::int) AS locked`, [part])).rows[0]!.locked) continue;
+        try {
+          const lanes = partitionLanes(layout, part).map((lane) => lane.consumer);
+          await client.query(
+            'UPDATE consumer_offsets SET fence_seq = NULL, fence_holder = NULL WHERE consumer = ANY($1::text[]) AND NOT (fence_holder = ANY($2::bigint[]))',
+            [lanes, [...pending]],
+          );
+        } finally {
+          await client.query(`SELECT pg_advisory_unlock(${HOLD_LOCK}, $1::int)`, [part]);
+        }
+      } finally {
+        client.release();
+      }
+    }
   }
 
   async findIdentity(dataSetId: string, target: { identifier: string } | { identityKey: string }): Promise<IdentityToErase | null> {
@@ -98,12 +244,11 @@ export class PostgresViewEraser implements ViewEraser {
     await inTransaction(this.#pool, async (db) => {
       // SKIP LOCKED: a record a consumer batch is updating right now is left for the next round.
       const { rows } = await db.query<RecordIdentityRow>(
-        `SELECT record_key, identity_key FROM view_records
-          WHERE data_set_id = $1 AND last_received_at < $2 AND COALESCE((event::jsonb ->> 'timestamp')::numeric, 0) * 1000 + 1000 < $2
-         ORDER BY last_received_at LIMIT $3 FOR UPDATE SKIP LOCKED`,
+        `SELECT r.record_key, ${IDENTITY_OF_RECORD} AS identity_key FROM ${RECORDS_WITH_IDENTITY}
+          WHERE ${EXPIRED} ORDER BY r.last_received_at LIMIT $3 FOR UPDATE OF r SKIP LOCKED`,
         [dataSetId, cutoffMs, limit],
       );
-      for (const row of rows) await dropRecord(db, dataSetId, row, counts);
+      for (const row of rows) await dropRecord(db, dataSetId, row, counts, this.#sharded);
     });
     // Row locks only, held from the SELECT … FOR UPDATE to the commit.
     return { ...counts, heldMs: performance.now() - started };
@@ -112,13 +257,14 @@ export class PostgresViewEraser implements ViewEraser {
   async deleteRecord(requestId: number, dataSetId: string, recordKey: string, boundSeq: number): Promise<void> {
     await inTransaction(this.#pool, async (db) => {
       const { rows } = await db.query<RecordIdentityRow & { first_seq: string; last_seq: string; event_id: string | null }>(
-        'SELECT record_key, identity_key, first_seq, last_seq, event_id FROM view_records WHERE data_set_id = $1 AND record_key = $2 FOR UPDATE',
+        `SELECT r.record_key, ${IDENTITY_OF_RECORD} AS identity_key, r.first_seq, r.last_seq, r.event_id FROM ${RECORDS_WITH_IDENTITY}
+          WHERE r.data_set_id = $1 AND r.record_key = $2 FOR UPDATE OF r`,
         [dataSetId, recordKey],
       );
       const row = rows[0];
       if (!row || Number(row.first_seq) > boundSeq) return; // first queued after the request: not covered
       const counts = zeroCounts();
-      await dropRecord(db, dataSetId, row, counts);
+      await dropRecord(db, dataSetId, row, counts, this.#sharded);
       await addPgTally(db, requestId, {
         view_records: counts.records,
         identities: counts.identities,
@@ -141,9 +287,11 @@ export class PostgresViewEraser implements ViewEraser {
   ): Promise<{ next: number | null; deletedEventIds: string[] }> {
     return inTransaction(this.#pool, async (db) => {
       const { rows } = await db.query<{ first_seq: string | null; n: string; gone: { last_seq: string; event_id: string | null; record_key: string }[] | null }>(
-        `WITH page AS (SELECT record_key, identity_key, first_seq FROM view_records WHERE data_set_id = $1 AND first_seq > $2 AND first_seq <= $5 ORDER BY first_seq LIMIT $3),
+        `WITH page AS (SELECT r.record_key, ${IDENTITY_OF_RECORD} AS identity_key, r.first_seq FROM ${RECORDS_WITH_IDENTITY}
+                        WHERE r.data_set_id = $1 AND r.first_seq > $2 AND r.first_seq <= $5 ORDER BY r.first_seq LIMIT $3),
               gone AS (DELETE FROM view_records v USING page p WHERE v.data_set_id = $1 AND v.record_key = p.record_key AND p.identity_key = ANY($4::text[])
-                       RETURNING v.last_seq, v.event_id, v.record_key)
+                       RETURNING v.last_seq, v.event_id, v.record_key),
+              gone_identities AS (DELETE FROM view_record_identities i USING gone g WHERE i.data_set_id = $1 AND i.record_key = g.record_key)
          SELECT (SELECT max(first_seq) FROM page) AS first_seq, (SELECT count(*) FROM page) AS n,
                 (SELECT json_agg(json_build_object('last_seq', last_seq, 'event_id', event_id, 'record_key', record_key)) FROM gone) AS gone`,
         [dataSetId, after, limit, [...identity.keys], boundSeq],
@@ -184,7 +332,7 @@ export class PostgresViewEraser implements ViewEraser {
   async clearTally(): Promise<void> {}
 
   async truncate(): Promise<boolean> {
-    await vacuum(this.#pool, ['view_records', 'identity_nodes', 'identity_identifiers']);
+    await vacuum(this.#pool, ['view_records', 'view_record_identities', 'identity_nodes', 'identity_identifiers']);
     return true;
   }
 }

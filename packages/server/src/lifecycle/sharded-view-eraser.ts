@@ -56,7 +56,7 @@ export class ShardedViewEraser implements ViewEraser {
   }
 
   async release(): Promise<void> {
-    releaseParts(this.#parts);
+    await releaseParts(this.#parts);
   }
 
   findIdentity(dataSetId: string, target: { identifier: string } | { identityKey: string }): Promise<IdentityToErase | null> {

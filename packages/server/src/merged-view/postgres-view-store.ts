@@ -8,6 +8,13 @@
  * transaction locks the consumer's offset row (SELECT ... FOR UPDATE), so of two consumers that
  * read the same offset, the second waits for the first to commit, sees the moved offset, and gives
  * up its batch (view-consumer.ts). A batch is applied exactly once in effect, whoever runs it.
+ *
+ * The sharded layout (postgres-view-layout.ts): a lane's store is `forPart(part)`, whose
+ * transactions know the lane's offset row (its fence, merged-view/view-fence.ts, read under the
+ * row's lock) and its record shard (the counters' `shard` column: shards of one data set commit
+ * concurrently and must not meet on a row; reads sum them). The identity part writes
+ * `view_record_identities`; a record's identity key is read from there when its own is NULL
+ * (`RECORD_COLUMNS`), so reads are the same in both layouts.
  */
 import type { CounterRow } from '../model/hourly-counters.js';
 import type { JsonObject } from './merge.js';
@@ -19,9 +26,13 @@ import {
   type IdentityView,
   type IngestStatsStore,
   type MergedRecord,
+  type RecordIdentity,
+  type ViewLayoutInfo,
   type ViewStore,
   type ViewTransaction,
 } from './view-store.js';
+import { recordedPostgresViewLayout } from './postgres-view-layout.js';
+import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 
@@ -44,12 +55,59 @@ export function finalParents(moves: readonly { dataSetId: string; from: string; 
 const counterRows = (rows: { hour: number; name: string; n: number }[]): CounterRow[] =>
   rows.map((r) => ({ hour: Number(r.hour), name: r.name, n: Number(r.n) }));
 
-function transactionOn(db: PoolClient): ViewTransaction {
+/** A lane of the sharded layout as its store sees it: its offset row (fence) and its record shard (counters). */
+export interface PostgresViewPart {
+  readonly consumer: string;
+  readonly shard: number;
+}
+
+/**
+ * A merged record's columns, its identity key from the identity part's row when its own is NULL (the
+ * sharded layout; `r` view_records, `ri` view_record_identities, joined on the record).
+ */
+const RECORD_COLUMNS = `r.data_set_id, r.record_key, r.event_id, r.first_seq, r.last_seq, r.first_received_at, r.last_received_at, r.merged_count,
+  COALESCE(r.identity_key, ri.identity_key) AS identity_key, r.measurement_only, r.event`;
+const WITH_RECORD_IDENTITY = 'LEFT JOIN view_record_identities ri ON ri.data_set_id = r.data_set_id AND ri.record_key = r.record_key';
+
+function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTransaction {
+  // The lane's fence as read with its offset row locked (offset() comes first in a batch).
+  let fence: number | null = null;
   return {
     async offset(consumer) {
       await db.query('INSERT INTO consumer_offsets (consumer, next_seq) VALUES ($1, 1) ON CONFLICT (consumer) DO NOTHING', [consumer]);
-      const { rows } = await db.query<{ next_seq: number }>('SELECT next_seq FROM consumer_offsets WHERE consumer = $1 FOR UPDATE', [consumer]);
+      const { rows } = await db.query<{ next_seq: number; fence_seq: number | null }>(
+        'SELECT next_seq, fence_seq FROM consumer_offsets WHERE consumer = $1 FOR UPDATE',
+        [consumer],
+      );
+      if (part !== null && consumer === part.consumer) fence = rows[0]!.fence_seq === null ? null : Number(rows[0]!.fence_seq);
       return rows[0]!.next_seq;
+    },
+    ...(part !== null ? { fence: async () => fence } : {}),
+    async loadRecordIdentities(refs) {
+      const out = new Map<string, RecordIdentity>();
+      if (refs.length === 0) return out;
+      const { rows } = await db.query<{ data_set_id: string; record_key: string; first_received_at: string; identity_key: string | null }>(
+        `SELECT i.* FROM view_record_identities i JOIN unnest($1::text[], $2::text[]) AS k(ds, rk) ON i.data_set_id = k.ds AND i.record_key = k.rk`,
+        [refs.map((r) => r.dataSetId), refs.map((r) => r.recordKey)],
+      );
+      for (const row of rows) {
+        out.set(pairKey(row.data_set_id, row.record_key), {
+          dataSetId: row.data_set_id,
+          recordKey: row.record_key,
+          firstReceivedAt: Number(row.first_received_at),
+          identityKey: row.identity_key,
+        });
+      }
+      return out;
+    },
+    async writeRecordIdentities(rows) {
+      if (rows.length === 0) return;
+      await db.query(
+        `INSERT INTO view_record_identities (data_set_id, record_key, first_received_at, identity_key)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])
+         ON CONFLICT (data_set_id, record_key) DO UPDATE SET first_received_at = excluded.first_received_at, identity_key = excluded.identity_key`,
+        [rows.map((r) => r.dataSetId), rows.map((r) => r.recordKey), rows.map((r) => r.firstReceivedAt), rows.map((r) => r.identityKey)],
+      );
     },
     async setOffset(consumer, nextSeq) {
       await db.query(
@@ -158,11 +216,11 @@ function transactionOn(db: PoolClient): ViewTransaction {
     async addCounters(deltas) {
       const nonZero = deltas.filter((d) => d.n !== 0);
       if (nonZero.length === 0) return;
-      const params = [nonZero.map((d) => d.dataSetId), nonZero.map((d) => d.hour), nonZero.map((d) => d.name), nonZero.map((d) => d.n)];
+      const params = [nonZero.map((d) => d.dataSetId), nonZero.map((d) => d.hour), nonZero.map((d) => d.name), nonZero.map((d) => d.n), part?.shard ?? 0];
       await db.query(
-        `INSERT INTO view_counters (data_set_id, hour, name, n)
-         SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[])
-         ON CONFLICT (data_set_id, hour, name) DO UPDATE SET n = view_counters.n + excluded.n`,
+        `INSERT INTO view_counters (data_set_id, hour, name, n, shard)
+         SELECT *, $5::integer FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[])
+         ON CONFLICT (data_set_id, hour, name, shard) DO UPDATE SET n = view_counters.n + excluded.n`,
         params,
       );
       // A counter brought back to zero disappears, as in the embedded store (by a negative delta,
@@ -170,8 +228,8 @@ function transactionOn(db: PoolClient): ViewTransaction {
       {
         await db.query(
           `DELETE FROM view_counters c USING unnest($1::text[], $2::bigint[], $3::text[]) AS k(ds, hour, name)
-           WHERE c.data_set_id = k.ds AND c.hour = k.hour AND c.name = k.name AND c.n = 0`,
-          params.slice(0, 3),
+           WHERE c.data_set_id = k.ds AND c.hour = k.hour AND c.name = k.name AND c.shard = $4 AND c.n = 0`,
+          [...params.slice(0, 3), params[4]],
         );
       }
     },
@@ -180,13 +238,32 @@ function transactionOn(db: PoolClient): ViewTransaction {
 
 export class PostgresViewStore implements ViewStore {
   readonly #pool: Pool;
+  readonly #part: PostgresViewPart | null;
 
-  constructor(pool: Pool) {
+  constructor(pool: Pool, part: PostgresViewPart | null = null) {
     this.#pool = pool;
+    this.#part = part;
+  }
+
+  /** The store as one lane of the sharded layout uses it (its fence, its counters' shard). */
+  forPart(part: PostgresViewPart): PostgresViewStore {
+    return new PostgresViewStore(this.#pool, part);
   }
 
   transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {
-    return inTransaction(this.#pool, (db) => work(transactionOn(db)));
+    return inTransaction(this.#pool, (db) => work(transactionOn(db, this.#part)));
+  }
+
+  /** The lane's fence (a cheap look before it reads the queue; the batch reads it again under the row lock). */
+  async fence(): Promise<number | null> {
+    if (this.#part === null) return null;
+    const { rows } = await this.#pool.query<{ fence_seq: string | null }>('SELECT fence_seq FROM consumer_offsets WHERE consumer = $1', [this.#part.consumer]);
+    return rows[0]?.fence_seq == null ? null : Number(rows[0].fence_seq);
+  }
+
+  async layout(): Promise<ViewLayoutInfo | null> {
+    const layout = await recordedPostgresViewLayout(this.#pool);
+    return layout && { kind: layout.kind, partitions: layout.kind === 'sharded' ? layout.shards : QUEUE_PARTITIONS };
   }
 
   async offset(consumer: string): Promise<number> {
@@ -204,7 +281,10 @@ export class PostgresViewStore implements ViewStore {
   }
 
   async getRecord(dataSetId: string, recordKey: string): Promise<MergedRecord | null> {
-    const { rows } = await this.#pool.query<SharedRecordRow>('SELECT * FROM view_records WHERE data_set_id = $1 AND record_key = $2', [dataSetId, recordKey]);
+    const { rows } = await this.#pool.query<SharedRecordRow>(
+      `SELECT ${RECORD_COLUMNS} FROM view_records r ${WITH_RECORD_IDENTITY} WHERE r.data_set_id = $1 AND r.record_key = $2`,
+      [dataSetId, recordKey],
+    );
     return rows[0] ? recordOf(rows[0]) : null;
   }
 
@@ -253,7 +333,8 @@ export class PostgresViewStore implements ViewStore {
     let after = -1;
     for (;;) {
       const { rows } = await this.#pool.query<SharedRecordRow>(
-        'SELECT * FROM view_records WHERE data_set_id = $1 AND first_seq > $2 AND last_received_at >= $3 ORDER BY first_seq LIMIT 1000',
+        `SELECT ${RECORD_COLUMNS} FROM view_records r ${WITH_RECORD_IDENTITY}
+          WHERE r.data_set_id = $1 AND r.first_seq > $2 AND r.last_received_at >= $3 ORDER BY r.first_seq LIMIT 1000`,
         [dataSetId, after, sinceMs],
       );
       if (rows.length === 0) return;
@@ -265,7 +346,8 @@ export class PostgresViewStore implements ViewStore {
 
   async counters(dataSetId: string, sinceHourMs: number): Promise<CounterRow[]> {
     const { rows } = await this.#pool.query<{ hour: number; name: string; n: number }>(
-      'SELECT hour, name, n FROM view_counters WHERE data_set_id = $1 AND hour >= $2',
+      // Summed over the record shards (one row per counter in the data-set layout).
+      'SELECT hour, name, SUM(n) AS n FROM view_counters WHERE data_set_id = $1 AND hour >= $2 GROUP BY hour, name HAVING SUM(n) <> 0',
       [dataSetId, sinceHourMs],
     );
     return counterRows(rows);

@@ -128,6 +128,11 @@ export interface ConsumerHeartbeat {
   readonly at: number;
 }
 
+export interface ViewLayoutInfo {
+  readonly partitions: number;
+  readonly kind: 'data-sets' | 'sharded';
+}
+
 /** The merged view, identities, view counters and the consumer offset. */
 export interface ViewStore {
   /** Runs `work` in one write transaction: commits when it resolves, rolls back when it throws. */
@@ -145,8 +150,12 @@ export interface ViewStore {
   exportRecords(dataSetId: string, sinceMs: number, onPage: (records: MergedRecord[]) => void | Promise<void>): Promise<void>;
   /** Merged-view counter rows of a data set from the hour `sinceHourMs` on. */
   counters(dataSetId: string, sinceHourMs: number): Promise<CounterRow[]>;
-  /** Embedded profile: how the view is split into files (merged-view/sqlite-view-layout.ts), or null before it is first consumed. */
-  layout?(): { readonly partitions: number; readonly kind: 'data-sets' | 'sharded' } | null;
+  /**
+   * How the view is split (embedded: into files, sqlite-view-layout.ts, `partitions` files of each
+   * kind; PostgreSQL: into lanes, postgres-view-layout.ts, `partitions` the record shards per queue
+   * partition, or the 16 queue partitions in the data-set layout), or null before it is first consumed.
+   */
+  layout?(): ViewLayoutInfo | null | Promise<ViewLayoutInfo | null>;
   /** Liveness of a running consumer (outside the view's state, never part of a batch). */
   heartbeat(beat: ConsumerHeartbeat): Promise<void>;
   lastHeartbeat(consumer: string): Promise<ConsumerHeartbeat | null>;

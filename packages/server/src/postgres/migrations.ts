@@ -267,6 +267,25 @@ CREATE TABLE deleted_events (
 );
 `;
 
+// Issue 30 point 4, the sharded layout on PostgreSQL (consumer/DESIGN.md "The sharded layout on
+// PostgreSQL"): the layout, fixed when the view is first consumed; the identity stage's row per
+// record; counters per record shard (shards of one data set commit concurrently and must not meet on
+// a row; reads sum them); the lifecycle's fence on each part's offset row (merged-view/view-fence.ts).
+const shardedLayout = `
+CREATE TABLE view_layout (id integer PRIMARY KEY CHECK (id = 1), kind text NOT NULL, shards integer NOT NULL);
+CREATE TABLE view_record_identities (
+  data_set_id text NOT NULL,
+  record_key text NOT NULL,
+  first_received_at bigint NOT NULL,
+  identity_key text,
+  PRIMARY KEY (data_set_id, record_key)
+);
+ALTER TABLE view_counters ADD COLUMN shard integer NOT NULL DEFAULT 0;
+ALTER TABLE view_counters DROP CONSTRAINT view_counters_pkey;
+ALTER TABLE view_counters ADD PRIMARY KEY (data_set_id, hour, name, shard);
+ALTER TABLE consumer_offsets ADD COLUMN fence_seq bigint, ADD COLUMN fence_holder bigint;
+`;
+
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: 'initial: control plane, queue, merged view, leases, rate limits', sql: initial },
   // Issue 21: the fingerprint of the master key the control plane's secrets are sealed with.
@@ -276,4 +295,6 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 4, name: 'data lifecycle: deletion requests, suppressions, view expiry index', sql: lifecycleTables },
   // Issue 29: which event ids a deletion request deleted, as keyed digests (`events get` says so).
   { version: 5, name: 'data lifecycle: digests of deleted event ids', sql: deletedEvents },
+  // Issue 30: one data set's records spread over several lanes (record shards) and an identity part.
+  { version: 6, name: 'merged view: sharded layout, counters per shard, fences', sql: shardedLayout },
 ];

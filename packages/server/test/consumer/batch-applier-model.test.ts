@@ -352,7 +352,7 @@ test('sharded layout held at one queue position (the lifecycle fence) = the refe
           await assertMatchesReference(view, records.filter((r) => r.seq <= upTo));
           // Holding again (a worker that died while holding) finds the same position.
           assert.equal(await holdPartsTogether(fences, 7, async () => assert.fail('the parts are already together')), upTo);
-          releaseParts(fences);
+          await releaseParts(fences);
           await applyParts(parts, records, batchSize, failures, schedule);
           await assertMatchesReference(view, records);
         } finally {

@@ -196,3 +196,25 @@ test('model: a lane never skips a step that would have found records of its part
     { numRuns: 300 },
   );
 });
+
+test('a lane held at a fence is not idle: it steps again without an append, and goes on once released', async () => {
+  const q = queue();
+  q.append(4, 10);
+  const watch = new QueueHeadWatch((since) => q.read(since), 0);
+  let fenced = true;
+  const p = {
+    steps: 0,
+    name: 'p04/s0',
+    async step(): Promise<StepResult> {
+      p.steps++;
+      // Held (the sharded layout's lifecycle, view-consumer.ts): nothing applied, more to apply past the fence.
+      return fenced ? { ...result(false), held: true } : result(true, 10);
+    },
+  };
+  const lane = skippingWhileIdle(p, 4, watch);
+  for (let i = 0; i < 3; i++) assert.equal((await lane.step()).held, true);
+  assert.equal(p.steps, 3, 'every step of a held lane reaches the consumer');
+  fenced = false; // released; nothing was appended meanwhile
+  assert.equal((await lane.step()).moved, true);
+  assert.equal(p.steps, 4);
+});

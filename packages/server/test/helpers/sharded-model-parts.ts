@@ -11,15 +11,17 @@
  * Consumer lanes: 0 … P-1 the record shards, P … 2P-1 the identity parts. A data set's lanes: every
  * shard and its identity part (those its ShardedViewEraser holds, lifecycle/sharded-view-eraser.ts).
  *
- * `whileHeld`: the lifecycle runner holds a data set's parts at one queue position before it deletes
- * (lifecycle/parts-fence.ts) and waits until their consumers have stepped up to it, so something
- * must step them while `tick()` runs. It steps, until the tick settles, every part that is held
- * (its file has a fence) below its fence, and no other: the schedule of a worker whose consumers
- * happen to be idle during the round except where a hold waits for them. Deterministic: a part moves
- * only up to the position the hold fixed (the highest offset among the data set's parts when it
- * froze them, none of which moves meanwhile), and the fence is never released while a step the loop
- * started can still cross it (the runner releases only once every held part has reached it, and only
- * this loop steps them). The steps are reported (`onStep`) for the harness's bookkeeping.
+ * `whileHeld` (`stepWhileHeld`, shared with the PostgreSQL sharded profile,
+ * test/helpers/postgres-model-lanes.ts): the lifecycle runner holds a data set's parts at one queue
+ * position before it deletes (lifecycle/parts-fence.ts) and waits until their consumers have stepped
+ * up to it, so something must step them while `tick()` runs. It steps, until the tick settles, every
+ * part that is held (its file, or its lane's offset row, has a fence) below its fence, and no other:
+ * the schedule of a worker whose consumers happen to be idle during the round except where a hold
+ * waits for them. Deterministic: a part moves only up to the position the hold fixed (the highest
+ * offset among the data set's parts when it froze them, none of which moves meanwhile), and the
+ * fence is never released while a step the loop started can still cross it (the runner releases only
+ * once every held part has reached it, and only this loop steps them). The steps are reported
+ * (`onStep`) for the harness's bookkeeping.
  */
 import { SqliteQueueSource } from '../../src/consumer/sqlite-queue-source.js';
 import { applyIdentityStage } from '../../src/consumer/identity-stage-applier.js';
@@ -80,25 +82,15 @@ export function openShardedParts(
     parts,
     lanesOf: (dataSetId) => [...shards, P + partitionAmong(dataSetId, P)],
     shardLaneOf: (dataSetId, recordKey) => recordShardOf(dataSetId, recordKey, P),
-    async whileHeld(work, step, onStep) {
-      let settled = false;
-      const outcome = work()
-        .then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }))
-        .finally(() => (settled = true));
-      while (!settled) {
-        let stepped = false;
+    whileHeld: (work, step, onStep) =>
+      stepWhileHeld(work, async () => {
+        const held: number[] = [];
         for (const [lane, part] of parts.entries()) {
           const fence = await part.store.fence();
-          if (fence === null || (await part.store.offset(VIEW_CONSUMER)) > fence) continue;
-          onStep(lane, await step(lane));
-          stepped = true;
+          if (fence !== null && (await part.store.offset(VIEW_CONSUMER)) <= fence) held.push(lane);
         }
-        if (!stepped) await new Promise((resolve) => setTimeout(resolve, 1));
-      }
-      const done = await outcome;
-      if (!done.ok) throw done.error;
-      return done.value;
-    },
+        return held;
+      }, step, onStep),
     async close() {
       for (const part of parts) {
         await part.source.close();
@@ -106,4 +98,32 @@ export function openShardedParts(
       }
     },
   };
+}
+
+/**
+ * Runs `work` (a lifecycle round) and, until it settles, steps with `step` every lane `heldLanes`
+ * gives (those held below their fence, read afresh each pass), reporting each step to `onStep`;
+ * returns (or throws) what `work` did. See `whileHeld` above for why this is deterministic.
+ */
+export async function stepWhileHeld<T>(
+  work: () => Promise<T>,
+  heldLanes: () => Promise<readonly number[]>,
+  step: (lane: number) => Promise<StepResult>,
+  onStep: (lane: number, result: StepResult) => void,
+): Promise<T> {
+  let settled = false;
+  const outcome = work()
+    .then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }))
+    .finally(() => (settled = true));
+  while (!settled) {
+    let stepped = false;
+    for (const lane of await heldLanes()) {
+      onStep(lane, await step(lane));
+      stepped = true;
+    }
+    if (!stepped) await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  const done = await outcome;
+  if (!done.ok) throw done.error;
+  return done.value;
 }

@@ -28,6 +28,15 @@
  * (test/helpers/sharded-model-parts.ts), so the outcome does not depend on timing. A data set's
  * events are applied, for the model, once all its parts have applied them: a request is carried out
  * on the view at the position the hold brought the parts to (the furthest of them).
+ * PostgreSQL profile with the sharded layout (with ECAPI_TEST_DATABASE_URL, as the PostgreSQL one;
+ * merged-view/postgres-view-layout.ts): as the PostgreSQL one, the layout recorded as `sharded` with
+ * S = 1 or 2 record shards per queue partition (fixPostgresViewLayout, as the worker records it), and
+ * a ViewConsumer per lane of the data sets' queue partitions (S record shards and the identity part
+ * each, built by consumer/postgres-partitions.ts `laneConsumer`; the scenario's steps pick among
+ * them); the PostgresLifecycleBackend's eraser of a data set is a PostgresViewEraser holding its
+ * partition's lanes (fences in their offset rows), stepped while a round runs as on the embedded
+ * sharded profile (test/helpers/postgres-model-lanes.ts). At the end, every record of the view must
+ * also have its identity row (`view_record_identities`) and every identity row its record.
  * On all, the LifecycleRunner's `tick()` is the worker's path for a pending request, and the
  * request is recorded as the CLI records it (lifecycle-commands.ts: bound = the queue's last
  * sequence number). Two deliberate settings: the suppression list looks for a new list at every
@@ -37,7 +46,7 @@
  * A scenario: 2-4 users with 1-3 hashed identifiers each; events with ids from a small pool (so
  * re-sends merge), carrying a subset of one user's identifiers, or one identifier of each of two
  * users (a link), or none; 1-2 data sets, 1-2 view partitions (SQLite; on PostgreSQL the data
- * sets' queue partitions; sharded: P). Events are queued and partly applied; the request is made (B = the
+ * sets' queue partitions; sharded: P, or S record shards per queue partition). Events are queued and partly applied; the request is made (B = the
  * queue's last seq); then, in a random order, more events are queued
  * (re-sends of covered events, events carrying the person's identifiers), consumer batches applied
  * and runner rounds run (the request waits until its data set's partition has applied up to B); the
@@ -381,7 +390,7 @@ type ViewReads = Pick<ViewStore, 'getRecord' | 'resolveIdentity' | 'getIdentity'
 /**
  * A storage profile's real components, wired as its worker and CLI wire them, behind what a scenario
  * does. A consumer "lane" is a view partition (SQLite), a queue partition (PostgreSQL), or a part of
- * the sharded layout (a record shard or an identity part); the harness keeps each lane's offset from
+ * the sharded layout (a record shard or an identity part; on PostgreSQL, of a queue partition); the harness keeps each lane's offset from
  * its steps' results. A data set is applied by one lane, or in the sharded layout by several (every
  * record shard and its identity part): the model has applied a data set's events up to where all its
  * lanes have.
@@ -413,6 +422,12 @@ interface Profile {
   /** A data set's queued events, read back through the queue's API. */
   readQueue(ds: string): Promise<QueueRecord[]>;
   readonly view: ViewReads;
+  /**
+   * The PostgreSQL sharded layout: a data set's record keys whose record (its shard's) and identity
+   * row (its identity part's) are not both in the view (test/helpers/postgres-model-lanes.ts); asked
+   * at the end, every lane having applied the whole queue, when the parts must agree.
+   */
+  unpairedRecords?(ds: string): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -568,40 +583,52 @@ function lastQueuedSeqOf(queueFile: string): number {
  * The PostgreSQL profile, as storage/postgres-storage.ts and consumer/postgres-partitions.ts wire
  * it: a database of its own per property (test/helpers/postgres.ts), its schema dropped and migrated
  * again for every run; the main pool (view store, lifecycle backend, suppression list, segment
- * reads) and the queue's own pool; a PostgresEventQueue; one ViewConsumer per queue partition of
- * the scenario's data sets (postgres/partitions.ts: shop and app fall in two different ones) over
- * the PostgresViewStore, reading its partition through readingAhead(readSegments), with the
- * partition's offset name, and one PostgresSuppressionList refreshed before every step (checkEveryMs
- * 0, as on SQLite). The bound is the CLI's: queue_last_seq of the queue reader's lag. sc.partitions
- * and sc.hotLinks are SQLite settings, without effect here.
+ * reads) and the queue's own pool; a PostgresEventQueue; the view's layout recorded as the worker
+ * records it, and one ViewConsumer per lane of the queue partitions of the scenario's data sets
+ * (postgres/partitions.ts: shop and app fall in two different ones), built by `laneConsumer` as the
+ * worker builds a lane it leases (test/helpers/postgres-model-lanes.ts): over the PostgresViewStore,
+ * reading its partition through readingAhead(readSegments), with the lane's offset name, and one
+ * PostgresSuppressionList refreshed before every step (checkEveryMs 0, as on SQLite). The bound is
+ * the CLI's: queue_last_seq of the queue reader's lag. sc.hotLinks is a SQLite setting, without
+ * effect here.
+ *
+ * `sharded` false: the data-set layout, one lane per queue partition (sc.partitions without effect).
+ * `sharded` true: the sharded layout (merged-view/postgres-view-layout.ts) with S = sc.partitions
+ * record shards: per partition, S record shards then the identity part, the scenario's steps picking
+ * among them; the PostgresLifecycleBackend's eraser of a data set is then a PostgresViewEraser
+ * holding its partition's S + 1 lanes (fences in their offset rows), and `ticking` steps the held
+ * lanes while a round runs, as on the embedded sharded profile. A data set's request waits until the
+ * lowest offset of its lanes passes the partition's own last record up to the bound.
  */
-function postgresProfile(): ProfileKind {
+function postgresProfile(sharded: boolean): ProfileKind {
   let url: string | null = null;
   return {
     async open(sc, dataSets) {
-      url = await resetModelDatabase(url, 'deletion_model', ENV);
-      const pg = openModelLanes(url, ENV, dataSets, (lane) => ({
-        batchSize: sc.batchSizes[lane]!,
+      url = await resetModelDatabase(url, sharded ? 'deletion_model_sharded' : 'deletion_model', ENV);
+      const pg = await openModelLanes(url, ENV, dataSets, (lane) => ({
+        batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,
         mergeWindowMs: () => MERGE_WINDOW_MS,
         suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
-      }));
+      }), sharded ? { sharded: sc.partitions } : {});
       const suppressions = new PostgresSuppressionList(pg.pool, { checkEveryMs: 0 });
+      const step = async (p: number) => {
+        await suppressions.refresh();
+        return pg.lanes[p]!.step();
+      };
       return {
         lanes: pg.lanes.length,
-        lanesOf: (ds) => [pg.laneOf(ds)],
-        laneName: (lane) => `p${lane}`,
-        // A partition's offset stays after its own last record (postgres-lifecycle-backend.ts `applied`).
+        lanesOf: pg.lanesOf,
+        laneName: pg.laneName,
+        // A lane's offset stays after its partition's own last record (postgres-lifecycle-backend.ts `applied`).
         caughtUp: (offset, _seq, ownUpTo) => offset > ownUpTo,
         append: (batch) => pg.queue.append(batch),
         lastQueuedSeq: async () => (await partitionedLag(pg.pool, await pg.view.offsets(`${VIEW_CONSUMER}/`), Date.now())).queue_last_seq,
-        async step(p) {
-          await suppressions.refresh();
-          return pg.lanes[p]!.step();
-        },
-        ticking: (run) => run(),
+        step,
+        ticking: (work, onStep) => pg.whileHeld(work, step, onStep),
         lifecycle: pg.lifecycle,
         readQueue: (ds) => pg.queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds }),
         view: pg.view,
+        ...(sharded ? { unpairedRecords: pg.unpairedRecords } : {}),
         close: () => pg.close(),
       };
     },
@@ -826,6 +853,8 @@ async function assertMatches(o: {
     // Suppressed events: dropped before the view, counted.
     const suppressed = (await view.counters(ds, 0)).filter((c) => c.name === 'suppressed').reduce((n, c) => n + c.n, 0);
     assert.equal(suppressed, model.dropped.get(ds) ?? 0, `${ds}: events counted as suppressed`);
+    // The sharded layout's parts agree: no record without its identity row, no identity row of a deleted record.
+    if (o.profile.unpairedRecords) assert.deepEqual(await o.profile.unpairedRecords(ds), [], `${ds}: every record has its identity row and every identity row its record`);
   }
 }
 
@@ -922,32 +951,48 @@ const identitiesUnitedAtTheHold: Scenario = {
   during: [{ type: 'queue', group: { ds: 0, events: [{ id: 0, who: { kind: 'link', u: 0, v: 1, mask: 0 }, value: 1 }] } }],
 };
 
+/**
+ * Sharded layout, S (or P) = 1 (lanes: 0 the record shard, 1 the identity part, on both sharded
+ * profiles): e0 (u0's email) and e1 (u1's email) queued; forget --identifier email:u0.0 (bound 2);
+ * e0 re-sent with both emails (seq 3, linking u0's and u1's identities); the round finds the parts
+ * apart (lane `apart` has applied up to 2, the other up to 3) and holds them at 3 first:
+ * - apart 1 (the identity part behind the link): it applies the link, and the request is carried
+ *   out on the united identity: both records go, with both identities and their links;
+ * - apart 0 (the shard behind the re-send): the shard merges the re-send into e0 first, so the
+ *   deleted e0 takes its copy at seq 3 too (a straddler) rather than the re-send making a new record.
+ */
+const partsApartAtTheRound = (apart: number): Scenario => ({
+  ...SMALL,
+  before: [{ ds: 0, events: [{ id: 0, who: user(0), value: 1 }] }, { ds: 0, events: [{ id: 1, who: user(1), value: 1 }] }],
+  during: [{ type: 'queue', group: { ds: 0, events: [{ id: 0, who: { kind: 'link', u: 0, v: 1, mask: 0 }, value: 2 }] } }, { type: 'tick', apart }],
+});
+
 interface Property {
   readonly name: string;
   readonly kinds: readonly DeletionKind[];
   readonly suppress: boolean;
   /** Runs on each profile (MODEL_RUNS overrides them all). */
-  readonly runs: { readonly sqlite: number; readonly sharded: number; readonly postgres: number };
+  readonly runs: { readonly sqlite: number; readonly sharded: number; readonly postgres: number; readonly postgresSharded: number };
   readonly examples: readonly Scenario[];
-  /** Tried first on the sharded profile only (after `examples`). */
+  /** Tried first on the sharded profiles only (after `examples`). */
   readonly shardedExamples?: readonly Scenario[];
 }
 
 const PROPERTIES: readonly Property[] = [
   {
     name: 'events delete = the docs\' model: the record if first queued up to the bound, its identity with its last record, its queued copies and merged re-sends',
-    kinds: ['delete_event'], suppress: false, runs: { sqlite: 60, sharded: 20, postgres: 60 },
+    kinds: ['delete_event'], suppress: false, runs: { sqlite: 60, sharded: 20, postgres: 60, postgresSharded: 40 },
     examples: [resentTwiceInOneSegment('delete_event')],
   },
   {
     name: 'identities forget (identifier or identity key) = the docs\' model: records first queued up to the bound go, later ones and their identity stay, queue alike',
-    kinds: ['forget_identifier', 'forget_identity'], suppress: false, runs: { sqlite: 60, sharded: 20, postgres: 60 },
+    kinds: ['forget_identifier', 'forget_identity'], suppress: false, runs: { sqlite: 60, sharded: 20, postgres: 60, postgresSharded: 40 },
     examples: [resentTwiceInOneSegment('forget_identifier'), firstCopyWithoutIdentifier],
-    shardedExamples: [identitiesUnitedAtTheHold],
+    shardedExamples: [identitiesUnitedAtTheHold, partsApartAtTheRound(1), partsApartAtTheRound(0)],
   },
   {
     name: 'identities forget --suppress = the docs\' model: every record of the identity goes, and the person\'s later events are dropped, and counted',
-    kinds: ['forget_identifier', 'forget_identity'], suppress: true, runs: { sqlite: 12, sharded: 6, postgres: 12 },
+    kinds: ['forget_identifier', 'forget_identity'], suppress: true, runs: { sqlite: 12, sharded: 6, postgres: 12, postgresSharded: 12 },
     examples: [laterEventBeforeTheRunByKey, laterEventWithTheOtherIdentifier, eventBeforeTheRequestAppliedLate],
   },
 ];
@@ -985,4 +1030,9 @@ for (const p of PROPERTIES) property(p, `Sharded layout: ${p.name}`, p.runs.shar
 // The PostgreSQL profile: with ECAPI_TEST_DATABASE_URL, in .ci/run's PostgreSQL phase. Not once more
 // beside the black-box suites run with ECAPI_TEST_PROFILE=postgres (their lifecycle/ glob takes this file too).
 const pgSkip = pgOnly.skip || (TEST_PROFILE === 'postgres' ? 'in-process PostgreSQL properties: run once, in .ci/run\'s PostgreSQL phase, not again with ECAPI_TEST_PROFILE=postgres' : false);
-for (const p of PROPERTIES) property(p, `PostgreSQL: ${p.name}`, p.runs.postgres, postgresProfile, pgSkip);
+for (const p of PROPERTIES) property(p, `PostgreSQL: ${p.name}`, p.runs.postgres, () => postgresProfile(false), pgSkip);
+
+// The PostgreSQL profile with the sharded layout (as above): S = sc.partitions (1 or 2) record shards
+// per queue partition and its identity part, the scenario's steps picking among the (S + 1) lanes of
+// each data set's partition (up to 6).
+for (const p of PROPERTIES) property(p, `PostgreSQL, sharded layout: ${p.name}`, p.runs.postgresSharded, () => postgresProfile(true), pgSkip, 6, p.shardedExamples);

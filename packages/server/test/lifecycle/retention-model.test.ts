@@ -29,7 +29,17 @@
  * stepped up to there and no part moves otherwise (test/helpers/sharded-model-parts.ts), so the
  * outcome does not depend on timing. The model applies a data set's events once all its parts have,
  * and runs a round data set after data set in the runner's order, holding as the runner does (which
- * moves the shards, and so the other data set's time); its holds must be the code's. Time is
+ * moves the shards, and so the other data set's time); its holds must be the code's. PostgreSQL
+ * profile with the sharded layout (with ECAPI_TEST_DATABASE_URL, as the PostgreSQL one;
+ * merged-view/postgres-view-layout.ts): as the PostgreSQL one, the layout recorded as `sharded` with
+ * S = 1 or 2 record shards per queue partition, and a ViewConsumer per lane of the data sets' queue
+ * partitions (S record shards and the identity part each, consumer/postgres-partitions.ts
+ * `laneConsumer`); a data set's consumer's time is the receipt of its partition's first record past
+ * the lowest offset of its lanes, and a round that finds a record to delete holds the partition's
+ * lanes (fences in their offset rows), stepped as on the embedded sharded profile
+ * (test/helpers/postgres-model-lanes.ts); the lanes are the data set's own, so a hold moves no other
+ * data set's time. At the end, every record of the view must also have its identity row
+ * (`view_record_identities`) and every identity row its record. Time is
  * driven, never read: every append has a `received_at` from the scenario's clock, and every
  * retention round runs at `tick(clock)`. One deliberate setting:
  * `retentionEveryMs: 0` (the worker's every-minute pacing is the runner's, not retention's rule), so
@@ -39,7 +49,7 @@
  * view retention = the larger of the two, or 5 or 15 min more); 2-4 users with 1-3 hashed
  * identifiers; events with ids from a small pool (re-sends merge, or are discarded after the merge
  * window), some without id, carrying a subset of one user's identifiers, or one identifier of each of
- * two users (a link), or none; 1-2 view partitions (SQLite; sharded: P). A clock moves forward by 0 s to 15 min
+ * two users (a link), or none; 1-2 view partitions (SQLite; sharded: P, or S record shards per queue partition). A clock moves forward by 0 s to 15 min
  * between actions: appends (1-3 events of one data set), consumer batches (random sizes) and retention rounds.
  * Only events the service accepts are queued (docs/validation-and-privacy.md: `timestamp` no older
  * than the maximum age, at most 300 s in the future): a re-send carries its event's timestamp, and
@@ -73,7 +83,8 @@
  * from the wall clock, and without the margin); each starts with its minimal counterexample (the
  * scenarios above the properties), and the guide now states the margin and the consumer's time.
  *
- * Each property runs on each profile (PostgreSQL ones named `PostgreSQL: …`, with fewer runs).
+ * Each property runs on each profile (PostgreSQL ones named `PostgreSQL: …` and `PostgreSQL, sharded
+ * layout: …`, with fewer runs).
  * MODEL_RUNS overrides the number of runs of each property, MODEL_SEED their seed (fixed by default,
  * so that a run is deterministic; fast-check prints seed and path on failure).
  */
@@ -521,6 +532,12 @@ interface Profile {
   ticking<T>(run: () => Promise<T>, onStep: (lane: number, result: StepResult) => void): Promise<T>;
   readonly lifecycle: LifecycleBackend;
   readonly view: ViewReads;
+  /**
+   * The PostgreSQL sharded layout: a data set's record keys whose record (its shard's) and identity
+   * row (its identity part's) are not both in the view (test/helpers/postgres-model-lanes.ts); asked
+   * at the end, every lane having applied the whole queue, when the parts must agree.
+   */
+  unpairedRecords?(ds: string): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -665,39 +682,53 @@ function shardedProfile(): ProfileKind {
  * The PostgreSQL profile, as storage/postgres-storage.ts and consumer/postgres-partitions.ts wire
  * it: a database of its own per property (test/helpers/postgres.ts), its schema dropped and migrated
  * again for every run; the main pool (control plane over the PostgresControlStore, view store,
- * lifecycle backend, segment reads) and the queue's own pool; a PostgresEventQueue; one ViewConsumer
- * per queue partition of the scenario's data sets (shop and app fall in two different ones) over the
- * PostgresViewStore, reading its partition through readingAhead(readSegments), with the partition's
- * offset name. The view partitions are the queue partitions: a partition's offset stays after its
- * own last record, and the consumer's time is the receipt of the partition's first record past it
- * (postgres-lifecycle-backend.ts `appliedThrough`). sc.partitions and sc.hotLinks are SQLite
- * settings, without effect here.
+ * lifecycle backend, segment reads) and the queue's own pool; a PostgresEventQueue; the view's
+ * layout recorded as the worker records it, and one ViewConsumer per lane of the queue partitions of
+ * the scenario's data sets (shop and app fall in two different ones), built by `laneConsumer` as the
+ * worker builds a lane it leases (test/helpers/postgres-model-lanes.ts): over the PostgresViewStore,
+ * reading its partition through readingAhead(readSegments), with the lane's offset name. A lane's
+ * offset stays after its partition's own last record, and the consumer's time of a data set is the
+ * receipt of its partition's first record past the lowest offset of its lanes
+ * (postgres-lifecycle-backend.ts `appliedThrough`). sc.hotLinks is a SQLite setting, without effect
+ * here.
+ *
+ * `sharded` false: the data-set layout, one lane per queue partition (sc.partitions without effect).
+ * `sharded` true: the sharded layout (merged-view/postgres-view-layout.ts) with S = sc.partitions
+ * record shards: per partition, S record shards then the identity part, the scenario's steps picking
+ * among them; the PostgresLifecycleBackend's eraser of a data set is then a PostgresViewEraser, and a
+ * round that finds a record to delete (`hasExpired`) first holds the partition's S + 1 lanes at one
+ * position (fences in their offset rows): `ticking` steps the held lanes while the round runs, as on
+ * the embedded sharded profile.
  */
-function postgresProfile(): ProfileKind {
+function postgresProfile(sharded: boolean): ProfileKind {
   let url: string | null = null;
   return {
     async open(sc, dataSets, policies) {
-      url = await resetModelDatabase(url, 'retention_model', ENV);
-      const pg = openModelLanes(url, ENV, dataSets, (lane) => ({
-        batchSize: sc.batchSizes[lane]!,
+      url = await resetModelDatabase(url, sharded ? 'retention_model_sharded' : 'retention_model', ENV);
+      const pg = await openModelLanes(url, ENV, dataSets, (lane) => ({
+        batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,
         mergeWindowMs: (ds) => policies().get(ds)!.mergeWindowMs,
-      }));
+      }), sharded ? { sharded: sc.partitions } : {});
       const controlPlane = new ControlPlaneService(new PostgresControlStore(pg.pool, { name: `PostgreSQL schema ecapi_${ENV}` }), new SecretBox(randomBytes(32)));
+      const step = (lane: number) => pg.lanes[lane]!.step();
       return {
         lanes: pg.lanes.length,
-        lanesOf: (ds) => [pg.laneOf(ds)],
-        laneName: (lane) => `p${lane}`,
+        lanesOf: pg.lanesOf,
+        laneName: pg.laneName,
         caughtUp: (offset, _lastSeq, ownLast) => offset > ownLast,
         firstUnapplied: (ds, offsets, queued) => {
-          const lane = pg.laneOf(ds);
-          return [...queued.values()].find((q) => q.seq >= offsets[lane]! && pg.laneOf(q.ds) === lane);
+          const lanes = pg.lanesOf(ds);
+          const from = Math.min(...lanes.map((lane) => offsets[lane]!));
+          return [...queued.values()].find((q) => q.seq >= from && pg.lanesOf(q.ds)[0] === lanes[0]);
         },
+        ...(sharded ? { shardLaneOf: pg.shardLaneOf } : {}),
         controlPlane,
         append: (batch) => pg.queue.append(batch),
-        step: (p) => pg.lanes[p]!.step(),
-        ticking: (run) => run(),
+        step,
+        ticking: (work, onStep) => pg.whileHeld(work, step, onStep),
         lifecycle: pg.lifecycle,
         view: pg.view,
+        ...(sharded ? { unpairedRecords: pg.unpairedRecords } : {}),
         async close() {
           await controlPlane.close();
           await pg.close();
@@ -891,6 +922,10 @@ async function runScenario(sc: Scenario, kind: ProfileKind, trace: string[]): Pr
     await tick();
 
     await assertMatches({ model, view, dataSets, users: sc.users });
+    // The sharded layout's parts agree: no record without its identity row, no identity row of an expired record.
+    for (const ds of dataSets) {
+      if (profile.unpairedRecords) assert.deepEqual(await profile.unpairedRecords(ds), [], `${ds}: every record has its identity row and every identity row its record`);
+    }
     // The sharded layout's holds: rounds that held a data set's parts, and those where they were apart.
     return profile.shardLaneOf ? { ...model.tally, holds: holdCount, holdsApart } : model.tally;
   } finally {
@@ -1026,26 +1061,26 @@ interface Property {
   readonly name: string;
   readonly freedom: Freedom;
   /** Runs on each profile (MODEL_RUNS overrides them all). */
-  readonly runs: { readonly sqlite: number; readonly sharded: number; readonly postgres: number };
+  readonly runs: { readonly sqlite: number; readonly sharded: number; readonly postgres: number; readonly postgresSharded: number };
   readonly seed: number;
   readonly examples: readonly Scenario[];
-  /** Tried first on the sharded profile only (after `examples`). */
+  /** Tried first on the sharded profiles only (after `examples`). */
   readonly shardedExamples?: readonly Scenario[];
 }
 
 const PROPERTIES: readonly Property[] = [
   {
     name: 'view retention = the docs\' model: records last updated longer ago than their data set\'s retention go, identities with their last record (nodes and links), statistics stay',
-    freedom: { lag: false, timestamps: false }, runs: { sqlite: 150, sharded: 25, postgres: 80 }, seed: 20_250_115, examples: [manyRecordsInOneRound],
+    freedom: { lag: false, timestamps: false }, runs: { sqlite: 150, sharded: 25, postgres: 80, postgresSharded: 40 }, seed: 20_250_115, examples: [manyRecordsInOneRound],
   },
   {
     name: 'view retention never changes what merges, whatever the consumer\'s lag: a re-send the consumer applies after its record expired makes no new record',
-    freedom: { lag: true, timestamps: false }, runs: { sqlite: 40, sharded: 20, postgres: 50 }, seed: 20_250_116, examples: [resendQueuedBeforeTheRound],
+    freedom: { lag: true, timestamps: false }, runs: { sqlite: 40, sharded: 20, postgres: 50, postgresSharded: 40 }, seed: 20_250_116, examples: [resendQueuedBeforeTheRound],
     shardedExamples: [roundWhileTheShardLags],
   },
   {
     name: 'view retention never changes what merges, for every timestamp the service accepts (up to 300 s ahead, in whole seconds): no new record from a re-send after expiry',
-    freedom: { lag: false, timestamps: true }, runs: { sqlite: 40, sharded: 12, postgres: 50 }, seed: 20_250_117, examples: [resendOfAFutureTimestamp, resendWithinTheLastSecond],
+    freedom: { lag: false, timestamps: true }, runs: { sqlite: 40, sharded: 12, postgres: 50, postgresSharded: 25 }, seed: 20_250_117, examples: [resendOfAFutureTimestamp, resendWithinTheLastSecond],
   },
 ];
 
@@ -1086,4 +1121,9 @@ for (const p of PROPERTIES) property(p, `Sharded layout: ${p.name}`, p.runs.shar
 // The PostgreSQL profile: with ECAPI_TEST_DATABASE_URL, in .ci/run's PostgreSQL phase. Not once more
 // beside the black-box suites run with ECAPI_TEST_PROFILE=postgres (their lifecycle/ glob takes this file too).
 const pgSkip = pgOnly.skip || (TEST_PROFILE === 'postgres' ? 'in-process PostgreSQL properties: run once, in .ci/run\'s PostgreSQL phase, not again with ECAPI_TEST_PROFILE=postgres' : false);
-for (const p of PROPERTIES) property(p, `PostgreSQL: ${p.name}`, p.runs.postgres, postgresProfile, pgSkip);
+for (const p of PROPERTIES) property(p, `PostgreSQL: ${p.name}`, p.runs.postgres, () => postgresProfile(false), pgSkip);
+
+// The PostgreSQL profile with the sharded layout (as above): S = sc.partitions (1 or 2) record shards
+// per queue partition and its identity part, the scenario's steps picking among the (S + 1) lanes of
+// each data set's partition (up to 6).
+for (const p of PROPERTIES) property(p, `PostgreSQL, sharded layout: ${p.name}`, p.runs.postgresSharded, () => postgresProfile(true), pgSkip, 6, p.shardedExamples);

@@ -15,8 +15,12 @@ import type { ErasedRecord, EraserCursor, ViewEraser } from '../../src/lifecycle
 import type { IdentityNode, MergedRecord, ViewStore } from '../../src/merged-view/view-store.js';
 
 export interface EraserFactory {
-  /** A fresh view: the store writes the state, the eraser deletes from it. */
-  create(): Promise<{ store: ViewStore; eraser: ViewEraser; dispose: () => Promise<void>; newRequest: () => Promise<number> }>;
+  /**
+   * A fresh view: the store writes the state, the eraser deletes from it; `check`: the backend's own
+   * invariants, asserted after each test that passed (e.g. the sharded PostgreSQL layout: no
+   * record identity row left without its record).
+   */
+  create(): Promise<{ store: ViewStore; eraser: ViewEraser; dispose: () => Promise<void>; newRequest: () => Promise<number>; check?: () => Promise<void> }>;
 }
 
 const T0 = 1_700_000_000_000;
@@ -59,10 +63,11 @@ async function seed(store: ViewStore): Promise<void> {
 export function viewEraserContract(backend: string, factory: EraserFactory, options: { skip?: string | false } = {}): void {
   const run = (name: string, fn: (store: ViewStore, eraser: ViewEraser, newRequest: () => Promise<number>) => Promise<void>) =>
     test(`${backend} view eraser: ${name}`, { skip: options.skip ?? false }, async () => {
-      const { store, eraser, dispose, newRequest } = await factory.create();
+      const { store, eraser, dispose, newRequest, check } = await factory.create();
       try {
         await seed(store);
         await fn(store, eraser, newRequest);
+        await check?.();
       } finally {
         await dispose();
       }
