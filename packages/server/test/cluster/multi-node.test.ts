@@ -15,10 +15,9 @@ import https from 'node:https';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { signBody } from '@ecapi-ingest/protocol';
-import { main } from '../../src/cli/main.js';
 import { BIN, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 import { postSigned, sampleEvent, type Credentials } from '../helpers/https-client.js';
-import { freshDatabase, pgOnly, queryDatabase, TEST_DATABASE_URL } from '../helpers/postgres.js';
+import { freshDatabase, pgCli as pgCliIn, pgOnly, queryDatabase, TEST_DATABASE_URL } from '../helpers/postgres.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -29,17 +28,7 @@ describe('three nodes on one PostgreSQL database', { skip: pgOnly.skip, timeout:
   let creds: Credentials;
   const workerDataSets = Array.from({ length: 12 }, (_, i) => `w${i}`);
 
-  async function pgCli(args: string[]): Promise<any> {
-    let stdout = '';
-    let stderr = '';
-    const code = await main(['--data-dir', dataDir, '--database-url', url, '--json', ...args], {
-      stdout: { write: (t: string) => (stdout += t) },
-      stderr: { write: (t: string) => (stderr += t) },
-      env: process.env,
-    });
-    if (code !== 0) throw new Error(`ecapi-ingest ${args.join(' ')} failed (${code}): ${stderr}`);
-    return stdout.trim() ? JSON.parse(stdout) : null;
-  }
+  const pgCli = (args: string[]) => pgCliIn(dataDir, url, args);
 
   const startNode = () => startServer({ dataDir, args: ['--workers', '1', '--no-worker'], extraEnv: { ECAPI_DATABASE_URL: url } });
 

@@ -27,50 +27,20 @@ import { partitionAmong } from '../../src/model/data-set-partition.js';
 import { PartitionedViewStore } from '../../src/merged-view/partitioned-view-store.js';
 import type { ViewStore } from '../../src/merged-view/view-store.js';
 import type { QueueRecord } from '../../src/queue/event-queue.js';
-import { ReferenceView } from '../helpers/reference-view.js';
+import { assertViewMatches, ReferenceView } from '../helpers/reference-view.js';
 import { SqliteViewEraser } from '../../src/lifecycle/sqlite-view-eraser.js';
 import { holdPartsTogether, releaseParts } from '../../src/lifecycle/parts-fence.js';
 import { identifiersOf, normalizeEvent } from '../../src/merged-view/identity.js';
 import { dumpFile } from '../helpers/view-dump.js';
 import { tempDataDir } from '../helpers/server-process.js';
+import { failingStore, modelEvent, queuedEventFields } from '../helpers/model-queued-events.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.UTC(2025, 4, 6, 19, 40);
 const WINDOWS: Record<string, number> = { 'ds-a': 7 * 24 * HOUR, 'ds-b': HOUR };
 const windowMs = (dataSetId: string) => WINDOWS[dataSetId] ?? 7 * 24 * HOUR;
 
-const hex = (n: number) => n.toString(16).padStart(64, '0');
-const someOf = <T>(arb: fc.Arbitrary<T>) => fc.array(arb, { minLength: 0, maxLength: 2 });
-
-const userData = fc.record(
-  {
-    email_address: someOf(fc.integer({ min: 0, max: 5 }).map((n) => (n % 2 ? hex(n).toUpperCase() : hex(n)))),
-    phone_numbers: someOf(fc.integer({ min: 10, max: 14 }).map(hex)),
-    customer_identifier: fc.option(fc.constantFrom('Cust-1', 'cust-1', 'cust-2', 'cust-3'), { nil: null }),
-    uids: someOf(fc.record({ id: fc.integer({ min: 20, max: 23 }).map(hex), source: fc.constantFrom('ID.example.com', ' id.example.com ') })),
-    ifa: fc.constantFrom('ifa-1', ' IFA-1 ', 'ifa-2', ''),
-    address: someOf(fc.record({ city: fc.constantFrom(' New  York ', 'new york', 'Paris'), country_code: fc.constantFrom('US', 'fr') })),
-    event_ip_address: fc.constant('203.0.113.9'),
-    event_user_agent: fc.constant('Mozilla/5.0'),
-    click_id: fc.constantFrom('clk-1', 'clk-2'),
-    mmt_only: fc.boolean(),
-  },
-  { requiredKeys: [] },
-);
-
-const queuedEvent = fc.record({
-  dataSetId: fc.constantFrom('ds-a', 'ds-b'),
-  id: fc.option(fc.integer({ min: 0, max: 7 }).map((n) => `e${n}`), { nil: undefined, freq: 6 }),
-  /** Minutes after the previous arrival (sometimes a little before it: several serving processes). */
-  advance: fc.oneof(fc.integer({ min: -2, max: 20 }), fc.integer({ min: 50, max: 200 })),
-  eventType: fc.constantFrom('purchase', 'page_view'),
-  source: fc.option(fc.constantFrom('website', 'app'), { nil: undefined }),
-  value: fc.option(fc.integer({ min: -500, max: 100_000 }).map((c) => c / 100), { nil: undefined }),
-  currency: fc.constantFrom('USD', 'eur'),
-  userData: fc.option(userData, { nil: undefined, freq: 8 }),
-  consentMmt: fc.boolean(),
-  segments: fc.option(fc.array(fc.constantFrom('gold', 'silver'), { maxLength: 2 }), { nil: undefined }),
-});
+const queuedEvent = fc.record({ dataSetId: fc.constantFrom('ds-a', 'ds-b'), ...queuedEventFields });
 
 type QueuedEvent = typeof queuedEvent extends fc.Arbitrary<infer T> ? T : never;
 
@@ -78,36 +48,11 @@ function toQueue(items: QueuedEvent[]): QueueRecord[] {
   let at = T0;
   return items.map((it, i) => {
     at += it.advance * 60_000;
-    const event: Record<string, unknown> = { data_set_id: it.dataSetId, timestamp: 1_746_558_464 + i, event_type: it.eventType };
-    if (it.id !== undefined) event.id = it.id;
-    if (it.source !== undefined) event.source = it.source;
-    if (it.value !== undefined) {
-      event.value = it.value;
-      event.currency_code = it.currency;
-    }
-    if (it.userData !== undefined) event.user_data = it.segments ? { ...it.userData, customer_segments: it.segments } : it.userData;
+    const { event, meta } = modelEvent(it, i, it.dataSetId);
     return {
       seq: i + 1, received_at: at, data_set_id: it.dataSetId, key_id: 'key_test', request_id: `r${i}`, policy_version: 1, event,
-      ...(it.consentMmt && i % 3 === 0 ? { meta: { consent: { decision: 'measurement_only', sections: [7], signals: ['SaleOptOut'] } } } : {}),
+      ...(meta ? { meta } : {}),
     } as QueueRecord;
-  });
-}
-
-/** A store whose transactions fail (roll back) when `failNext()` says so: a batch interrupted before its commit. */
-function failingStore(store: ViewStore, failNext: () => boolean): ViewStore {
-  return new Proxy(store, {
-    get(target, prop, receiver) {
-      if (prop === 'transaction') {
-        return <T>(work: (tx: Parameters<Parameters<ViewStore['transaction']>[0]>[0]) => Promise<T>) =>
-          target.transaction(async (tx) => {
-            const result = await work(tx);
-            if (failNext()) throw new Error('injected failure before commit');
-            return result;
-          });
-      }
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
   });
 }
 
@@ -189,45 +134,7 @@ async function applyParts(
 async function assertMatchesReference(store: ViewStore, records: QueueRecord[]): Promise<void> {
   const reference = new ReferenceView(windowMs);
   for (const r of records) reference.apply(r);
-  // Records.
-  let exported = 0;
-  for (const dataSetId of ['ds-a', 'ds-b']) {
-    const seen: string[] = [];
-    await store.exportRecords(dataSetId, 0, (page) => {
-      for (const r of page) seen.push(r.recordKey);
-    });
-    exported += seen.length;
-    const expectedKeys = [...reference.records.values()].filter((r) => r.dataSetId === dataSetId).sort((a, b) => a.firstSeq - b.firstSeq).map((r) => r.recordKey);
-    assert.deepEqual(seen, expectedKeys, `${dataSetId}: export in order of first arrival`);
-    for (const key of expectedKeys) {
-      const want = reference.record(dataSetId, key)!;
-      const got = (await store.getRecord(dataSetId, key))!;
-      const resolved = got.identityKey === null ? null : await store.resolveIdentity(dataSetId, got.identityKey);
-      assert.deepEqual(
-        { ...got, identityKey: resolved },
-        {
-          dataSetId, recordKey: key, eventId: key.startsWith('id:') ? key.slice(3) : null, firstSeq: want.firstSeq, lastSeq: want.lastSeq,
-          firstReceivedAt: want.firstReceivedAt, lastReceivedAt: want.lastReceivedAt, mergedCount: want.mergedCount,
-          identityKey: want.identity, measurementOnly: want.measurementOnly, event: want.event,
-        },
-        `${dataSetId} ${key}`,
-      );
-    }
-    // Identities: every key ever created answers like the reference.
-    for (const [key, want] of reference.identities(dataSetId)) {
-      const got = await store.getIdentity(dataSetId, key);
-      assert.ok(got, `${dataSetId} identity ${key}`);
-      assert.deepEqual(
-        { identityKey: got.identityKey, eventCount: got.eventCount, identifiers: got.identifiers, absorbedKeys: [...got.absorbedKeys].sort() },
-        want,
-        `${dataSetId} identity ${key}`,
-      );
-    }
-    // Counters.
-    const counters = new Map((await store.counters(dataSetId, 0)).map((c) => [`${c.hour}\u0000${c.name}`, c.n]));
-    assert.deepEqual(counters, reference.counters(dataSetId), `${dataSetId} counters`);
-  }
-  assert.equal(exported, reference.records.size);
+  await assertViewMatches(store, reference, ['ds-a', 'ds-b']);
 }
 
 test('batch applier = record-at-a-time reference, whatever the batch size, partition count (1, 2, 4) and failed batches', { timeout: 300_000 }, async () => {

@@ -30,10 +30,10 @@ import { PostgresFencedPart } from '../../src/lifecycle/postgres-fenced-part.js'
 import { holdPartsTogether, releaseParts } from '../../src/lifecycle/parts-fence.js';
 import { ViewConsumer, type QueueSource } from '../../src/consumer/view-consumer.js';
 import { applyIdentityStage } from '../../src/consumer/identity-stage-applier.js';
-import type { ViewStore } from '../../src/merged-view/view-store.js';
 import type { QueueRecord } from '../../src/queue/event-queue.js';
-import { ReferenceView } from '../helpers/reference-view.js';
+import { assertViewMatches, ReferenceView } from '../helpers/reference-view.js';
 import { freshDatabase, pgOnly, queryDatabase } from '../helpers/postgres.js';
+import { failingStore, INJECTED, modelEvent, queuedEventFields } from '../helpers/model-queued-events.js';
 
 const ENV = 'production' as const;
 const HOUR = 3_600_000;
@@ -42,41 +42,11 @@ const T0 = Date.UTC(2025, 4, 6, 19, 40);
 const DATA_SET_CHOICES = [['ds-a'], ['ds-a', 'ds-q'], ['ds-a', 'ds-b']] as const;
 const WINDOWS: Record<string, number> = { 'ds-a': 7 * 24 * HOUR, 'ds-b': HOUR, 'ds-q': HOUR };
 const windowMs = (dataSetId: string) => WINDOWS[dataSetId] ?? 7 * 24 * HOUR;
-const INJECTED = 'injected failure before commit';
-
-const hex = (n: number) => n.toString(16).padStart(64, '0');
-const someOf = <T>(arb: fc.Arbitrary<T>) => fc.array(arb, { minLength: 0, maxLength: 2 });
-
-// The event generator of batch-applier-model.test.ts (identifiers that unite identities, re-sends).
-const userData = fc.record(
-  {
-    email_address: someOf(fc.integer({ min: 0, max: 5 }).map((n) => (n % 2 ? hex(n).toUpperCase() : hex(n)))),
-    phone_numbers: someOf(fc.integer({ min: 10, max: 14 }).map(hex)),
-    customer_identifier: fc.option(fc.constantFrom('Cust-1', 'cust-1', 'cust-2', 'cust-3'), { nil: null }),
-    uids: someOf(fc.record({ id: fc.integer({ min: 20, max: 23 }).map(hex), source: fc.constantFrom('ID.example.com', ' id.example.com ') })),
-    ifa: fc.constantFrom('ifa-1', ' IFA-1 ', 'ifa-2', ''),
-    address: someOf(fc.record({ city: fc.constantFrom(' New  York ', 'new york', 'Paris'), country_code: fc.constantFrom('US', 'fr') })),
-    event_ip_address: fc.constant('203.0.113.9'),
-    event_user_agent: fc.constant('Mozilla/5.0'),
-    click_id: fc.constantFrom('clk-1', 'clk-2'),
-    mmt_only: fc.boolean(),
-  },
-  { requiredKeys: [] },
-);
 
 const queuedEvent = fc.record({
   /** Index into the run's data sets. */
   dataSet: fc.nat(1),
-  id: fc.option(fc.integer({ min: 0, max: 7 }).map((n) => `e${n}`), { nil: undefined, freq: 6 }),
-  /** Minutes after the previous arrival (sometimes a little before it: several serving processes). */
-  advance: fc.oneof(fc.integer({ min: -2, max: 20 }), fc.integer({ min: 50, max: 200 })),
-  eventType: fc.constantFrom('purchase', 'page_view'),
-  source: fc.option(fc.constantFrom('website', 'app'), { nil: undefined }),
-  value: fc.option(fc.integer({ min: -500, max: 100_000 }).map((c) => c / 100), { nil: undefined }),
-  currency: fc.constantFrom('USD', 'eur'),
-  userData: fc.option(userData, { nil: undefined, freq: 8 }),
-  consentMmt: fc.boolean(),
-  segments: fc.option(fc.array(fc.constantFrom('gold', 'silver'), { maxLength: 2 }), { nil: undefined }),
+  ...queuedEventFields,
 });
 
 type QueuedEvent = typeof queuedEvent extends fc.Arbitrary<infer T> ? T : never;
@@ -89,15 +59,7 @@ async function fillQueue(pool: Pool, items: readonly QueuedEvent[], dataSets: re
     const appends = items.map((it, i) => {
       at += it.advance * 60_000;
       const dataSetId = dataSets[it.dataSet % dataSets.length]!;
-      const event: Record<string, unknown> = { data_set_id: dataSetId, timestamp: 1_746_558_464 + i, event_type: it.eventType };
-      if (it.id !== undefined) event.id = it.id;
-      if (it.source !== undefined) event.source = it.source;
-      if (it.value !== undefined) {
-        event.value = it.value;
-        event.currency_code = it.currency;
-      }
-      if (it.userData !== undefined) event.user_data = it.segments ? { ...it.userData, customer_segments: it.segments } : it.userData;
-      const meta = it.consentMmt && i % 3 === 0 ? { consent: { decision: 'measurement_only' as const, sections: [7], signals: ['SaleOptOut'] } } : undefined;
+      const { event, meta } = modelEvent(it, i, dataSetId);
       // Started in order: the queue commits pending appends in the order they came (group commit).
       return queue.append({ requestId: `r${i}`, keyId: 'key_test', dataSetId, receivedAt: at, policyVersion: 1, events: [event], metas: [meta] });
     });
@@ -110,24 +72,11 @@ async function fillQueue(pool: Pool, items: readonly QueuedEvent[], dataSets: re
   return records;
 }
 
-/** A store whose transactions roll back (after their work, before the commit) when `failNext()` says so. */
-function failingStore(store: PostgresViewStore, failNext: () => boolean): PostgresViewStore {
-  return new Proxy(store, {
-    get(target, prop) {
-      if (prop === 'transaction') {
-        return <T>(work: (tx: Parameters<Parameters<ViewStore['transaction']>[0]>[0]) => Promise<T>) =>
-          target.transaction(async (tx) => {
-            const result = await work(tx);
-            if (failNext()) throw new Error(INJECTED);
-            return result;
-          });
-      }
-      // A lane's store (laneConsumer asks for it) fails as well.
-      if (prop === 'forPart') return (part: Parameters<PostgresViewStore['forPart']>[0]) => failingStore(target.forPart(part), failNext);
-      const value = Reflect.get(target, prop, target) as unknown;
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
+/** A store whose batches roll back before their commit when `failNext()` says so; its lane stores (laneConsumer asks for them) as well. */
+function failingLaneStore(store: PostgresViewStore, failNext: () => boolean): PostgresViewStore {
+  return failingStore(store, failNext, (prop, target) =>
+    prop === 'forPart' ? (part: Parameters<PostgresViewStore['forPart']>[0]) => failingLaneStore(target.forPart(part), failNext) : undefined,
+  );
 }
 
 interface Lane {
@@ -172,46 +121,11 @@ const failing = { next: (): boolean => false };
 async function assertMatchesReference(pool: Pool, store: PostgresViewStore, dataSets: readonly string[], records: readonly QueueRecord[], what: string): Promise<void> {
   const reference = new ReferenceView(windowMs);
   for (const r of records) reference.apply(r);
-  let exported = 0;
-  for (const dataSetId of dataSets) {
-    const seen: string[] = [];
-    await store.exportRecords(dataSetId, 0, (page) => {
-      for (const r of page) seen.push(r.recordKey);
-    });
-    exported += seen.length;
-    const expectedKeys = [...reference.records.values()].filter((r) => r.dataSetId === dataSetId).sort((a, b) => a.firstSeq - b.firstSeq).map((r) => r.recordKey);
-    assert.deepEqual(seen, expectedKeys, `${what}: ${dataSetId}: export in order of first arrival`);
-    for (const key of expectedKeys) {
-      const want = reference.record(dataSetId, key)!;
-      const got = (await store.getRecord(dataSetId, key))!;
-      const resolved = got.identityKey === null ? null : await store.resolveIdentity(dataSetId, got.identityKey);
-      assert.deepEqual(
-        { ...got, identityKey: resolved },
-        {
-          dataSetId, recordKey: key, eventId: key.startsWith('id:') ? key.slice(3) : null, firstSeq: want.firstSeq, lastSeq: want.lastSeq,
-          firstReceivedAt: want.firstReceivedAt, lastReceivedAt: want.lastReceivedAt, mergedCount: want.mergedCount,
-          identityKey: want.identity, measurementOnly: want.measurementOnly, event: want.event,
-        },
-        `${what}: ${dataSetId} ${key}`,
-      );
-    }
-    const identities = reference.identities(dataSetId);
-    for (const [key, want] of identities) {
-      const got = await store.getIdentity(dataSetId, key);
-      assert.ok(got, `${what}: ${dataSetId} identity ${key}`);
-      assert.deepEqual(
-        { identityKey: got.identityKey, eventCount: got.eventCount, identifiers: got.identifiers, absorbedKeys: [...got.absorbedKeys].sort() },
-        want,
-        `${what}: ${dataSetId} identity ${key}`,
-      );
-    }
+  await assertViewMatches(store, reference, dataSets, what, async (dataSetId, identities) => {
     // No identity beyond the reference's (one created by a batch that should not have been applied).
     const nodes = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM identity_nodes WHERE data_set_id = $1', [dataSetId]);
     assert.equal(nodes.rows[0]!.n, identities.size, `${what}: ${dataSetId} identity nodes`);
-    const counters = new Map((await store.counters(dataSetId, 0)).map((c) => [`${c.hour}\u0000${c.name}`, c.n]));
-    assert.deepEqual(counters, reference.counters(dataSetId), `${what}: ${dataSetId} counters`);
-  }
-  assert.equal(exported, reference.records.size, `${what}: records`);
+  });
 }
 
 /** The database of this file's runs (created once), its schema dropped and migrated again for each run. */
@@ -260,7 +174,7 @@ test('PostgreSQL sharded layout: lanes held at one queue position = the referenc
           const records = await fillQueue(pool, items, dataSets);
           const view = new PostgresViewStore(pool);
           const parts = [...new Set(dataSets.map(queuePartitionOf))];
-          const laneStore = failingStore(view, () => failing.next());
+          const laneStore = failingLaneStore(view, () => failing.next());
           const lanesOf = (part: number): Lane[] =>
             partitionLanes(layout, part).map((lane, k) => ({
               lane,

@@ -17,7 +17,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { main } from '../../src/cli/main.js';
 import { createPool, DB_NOW_MS } from '../../src/postgres/database.js';
 import { fixPostgresViewLayout } from '../../src/merged-view/postgres-view-layout.js';
 import { PostgresEventQueue } from '../../src/queue/postgres-event-queue.js';
@@ -27,7 +26,7 @@ import { BIN, tempDataDir } from '../helpers/server-process.js';
 import { generateEvents, prng, type GeneratedRecord } from '../helpers/event-generator.js';
 import { assertSameTables } from '../helpers/view-dump.js';
 import { assertRunning, logLines, type WorkerProcess } from '../helpers/worker-process.js';
-import { freshDatabase, pgOnly, queryDatabase } from '../helpers/postgres.js';
+import { freshDatabase, pgCli, pgOnly, queryDatabase } from '../helpers/postgres.js';
 
 const DS = 'ds-b';
 const PART = queuePartitionOf(DS);
@@ -39,18 +38,6 @@ const LANE_LEASES = [PART, 16 + PART, 32 + PART];
 const LANE_OFFSETS = [partitionConsumer(VIEW_CONSUMER, PART), `${partitionConsumer(VIEW_CONSUMER, PART)}/s0`, `${partitionConsumer(VIEW_CONSUMER, PART)}/s1`];
 const GENERATED = generateEvents(EVENTS, { seed: 23, dataSets: [DS], idSpace: 0.6, identifierSpace: 0.25 });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function pgCli(dataDir: string, url: string, args: string[]): Promise<unknown> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(['--data-dir', dataDir, '--database-url', url, '--json', ...args], {
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
-    env: process.env,
-  });
-  if (code !== 0) throw new Error(`ecapi-ingest ${args.join(' ')} failed (${code}): ${stderr}`);
-  return stdout.trim() ? JSON.parse(stdout) : null;
-}
 
 /** A migrated database with the data set (1 h merge window; view retention out of the way of 2025's events) and its data dir. */
 async function prepare(name: string): Promise<{ url: string; dataDir: string }> {

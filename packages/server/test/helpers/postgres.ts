@@ -6,6 +6,7 @@
  */
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
+import { main } from '../../src/cli/main.js';
 
 export const TEST_DATABASE_URL = process.env.ECAPI_TEST_DATABASE_URL || undefined;
 
@@ -39,4 +40,17 @@ export async function queryDatabase<T extends pg.QueryResultRow = any>(url: stri
   } finally {
     await client.end();
   }
+}
+
+/** Runs the CLI in-process against the database at `url` (`--json`); its parsed output, or null. Throws on a non-zero exit. */
+export async function pgCli(dataDir: string, url: string, args: string[]): Promise<any> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(['--data-dir', dataDir, '--database-url', url, '--json', ...args], {
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: { write: (t: string) => (stderr += t) },
+    env: process.env,
+  });
+  if (code !== 0) throw new Error(`ecapi-ingest ${args.join(' ')} failed (${code}): ${stderr}`);
+  return stdout.trim() ? JSON.parse(stdout) : null;
 }

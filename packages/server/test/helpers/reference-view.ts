@@ -11,6 +11,8 @@ import { contributionOf, isMeasurementOnly } from '../../src/merged-view/record-
 import { identifiersOf, normalizeEvent } from '../../src/merged-view/identity.js';
 import { mergeEvents, recordKeyOf, type JsonObject } from '../../src/merged-view/merge.js';
 import type { QueueRecord } from '../../src/queue/event-queue.js';
+import type { ViewStore } from '../../src/merged-view/view-store.js';
+import assert from 'node:assert/strict';
 
 export interface ReferenceRecord {
   dataSetId: string;
@@ -146,4 +148,59 @@ export class ReferenceView {
     for (const [k, n] of out) if (n === 0) out.delete(k);
     return out;
   }
+}
+
+/**
+ * `store` read through its API equals `reference` for `dataSets`: the export (records in order of
+ * first arrival), every record with its identity resolved, every identity the reference ever
+ * created, and the counters; `more`: a store's own checks per data set (given the reference's
+ * identities). `what` prefixes the messages.
+ */
+export async function assertViewMatches(
+  store: ViewStore,
+  reference: ReferenceView,
+  dataSets: readonly string[],
+  what = '',
+  more?: (dataSetId: string, identities: Map<string, ReferenceIdentity>) => Promise<void>,
+): Promise<void> {
+  const at = (s: string) => (what ? `${what}: ${s}` : s);
+  let exported = 0;
+  for (const dataSetId of dataSets) {
+    const seen: string[] = [];
+    await store.exportRecords(dataSetId, 0, (page) => {
+      for (const r of page) seen.push(r.recordKey);
+    });
+    exported += seen.length;
+    const expectedKeys = [...reference.records.values()].filter((r) => r.dataSetId === dataSetId).sort((a, b) => a.firstSeq - b.firstSeq).map((r) => r.recordKey);
+    assert.deepEqual(seen, expectedKeys, at(`${dataSetId}: export in order of first arrival`));
+    for (const key of expectedKeys) {
+      const want = reference.record(dataSetId, key)!;
+      const got = (await store.getRecord(dataSetId, key))!;
+      const resolved = got.identityKey === null ? null : await store.resolveIdentity(dataSetId, got.identityKey);
+      assert.deepEqual(
+        { ...got, identityKey: resolved },
+        {
+          dataSetId, recordKey: key, eventId: key.startsWith('id:') ? key.slice(3) : null, firstSeq: want.firstSeq, lastSeq: want.lastSeq,
+          firstReceivedAt: want.firstReceivedAt, lastReceivedAt: want.lastReceivedAt, mergedCount: want.mergedCount,
+          identityKey: want.identity, measurementOnly: want.measurementOnly, event: want.event,
+        },
+        at(`${dataSetId} ${key}`),
+      );
+    }
+    // Identities: every key ever created answers like the reference.
+    const identities = reference.identities(dataSetId);
+    for (const [key, want] of identities) {
+      const got = await store.getIdentity(dataSetId, key);
+      assert.ok(got, at(`${dataSetId} identity ${key}`));
+      assert.deepEqual(
+        { identityKey: got.identityKey, eventCount: got.eventCount, identifiers: got.identifiers, absorbedKeys: [...got.absorbedKeys].sort() },
+        want,
+        at(`${dataSetId} identity ${key}`),
+      );
+    }
+    await more?.(dataSetId, identities);
+    const counters = new Map((await store.counters(dataSetId, 0)).map((c) => [`${c.hour}\u0000${c.name}`, c.n]));
+    assert.deepEqual(counters, reference.counters(dataSetId), at(`${dataSetId} counters`));
+  }
+  assert.equal(exported, reference.records.size, at('records'));
 }
