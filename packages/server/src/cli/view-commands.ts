@@ -183,7 +183,11 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         if (g.json) return void ctx.out(JSON.stringify(json));
         ctx.out(
           `consumer ${json.consumer}: ${stalled ? `running (pid ${json.pid}) but stalled` : running ? `running (pid ${json.pid})` : 'not running'}\n` +
-            (layout ? `view: ${layout.partitions} partition(s), layout ${layout.kind}\n` : '') +
+            (layout
+              ? g.databaseUrl !== undefined && layout.kind === 'sharded'
+                ? `view: layout sharded, ${layout.partitions} record shard(s) per queue partition\n`
+                : `view: ${layout.partitions} partition(s), layout ${layout.kind}\n`
+              : '') +
             `next seq ${lag.next_seq}, queue last seq ${lag.queue_last_seq}\n` +
             `lag: ${lag.lag_records} record(s), ${lag.lag_seconds} s` +
             (problem ? `\nproblem: ${problem}` : ''),
