@@ -51,7 +51,7 @@ import type { SuppressionFilter } from '../lifecycle/lifecycle-backend.js';
 import { DB_NOW_MS, type Pool } from '../postgres/database.js';
 import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
 import { VIEW_CONSUMER, partitionOffsets } from '../model/consumer-offsets.js';
-import { fixPostgresViewLayout, laneOf, MAX_RECORD_SHARDS, viewLanes, type PostgresViewLayout, type ViewLane } from '../merged-view/postgres-view-layout.js';
+import { fixPostgresViewLayout, laneName, laneOf, MAX_RECORD_SHARDS, viewLanes, type PostgresViewLayout, type ViewLane } from '../merged-view/postgres-view-layout.js';
 import { applyIdentityStage } from './identity-stage-applier.js';
 import { applyRecordShard } from './record-shard-applier.js';
 import { queuedRecordShard } from '../merged-view/record-shard.js';
@@ -118,13 +118,12 @@ class LeasedPartitions implements PartitionAssignment {
       ...(suppressions ? { suppressed: (dataSetId: string, identifiers: readonly string[]) => suppressions.suppressed(dataSetId, identifiers) } : {}),
     });
     const step = suppressions ? async () => (await suppressions.refresh(), consumer.step()) : () => consumer.step();
-    const name = `p${String(part).padStart(2, '0')}${lane.role === 'records' ? `/s${lane.shard}` : lane.role === 'identities' ? '/id' : ''}`;
-    return skippingWhileIdle({ name, step }, part, this.#head);
+    return skippingWhileIdle({ name: laneName(lane), step }, part, this.#head);
   }
 
   /** The queue partitions whose identity part (or data-set lane) this worker owns: it prunes their segments. */
   ownedPartitions(): number[] {
-    return [...this.owned.keys()].filter((lease) => laneOf(this.#layout, lease).role !== 'records').map((lease) => laneOf(this.#layout, lease).part);
+    return [...this.owned.keys()].map((lease) => laneOf(this.#layout, lease)).filter((lane) => lane.role !== 'records').map((lane) => lane.part);
   }
 
   async refresh(): Promise<readonly PartitionStepper[]> {

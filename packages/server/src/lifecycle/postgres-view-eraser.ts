@@ -35,6 +35,7 @@ import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
 import { holdPartsTogether, PartsHeldError, releaseParts } from './parts-fence.js';
 import { PostgresFencedPart } from './postgres-fenced-part.js';
 import { partitionLanes, type PostgresViewLayout } from '../merged-view/postgres-view-layout.js';
+import { queuePartitionOfConsumer, VIEW_CONSUMER } from '../model/consumer-offsets.js';
 
 interface RecordIdentityRow {
   record_key: string;
@@ -196,8 +197,8 @@ export class PostgresViewEraser implements ViewEraser {
     const parts = new Set<number>();
     for (const row of rows) {
       if (pending.has(Number(row.fence_holder))) continue;
-      const match = /\/p(\d+)(?:\/s\d+)?$/.exec(row.consumer);
-      if (match) parts.add(Number(match[1]));
+      const part = queuePartitionOfConsumer(VIEW_CONSUMER, row.consumer);
+      if (part !== null) parts.add(part);
     }
     for (const part of parts) {
       const client = await pool.connect();

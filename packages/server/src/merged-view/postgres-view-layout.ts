@@ -60,6 +60,12 @@ export function laneOf(layout: PostgresViewLayout, lease: number): ViewLane {
   return { lease, part, role: 'records', shard, shards: layout.shards, consumer: shardConsumer(VIEW_CONSUMER, part, shard) };
 }
 
+/** A lane's name in logs and traces: `p03` (data-set layout), `p03/id` and `p03/s1` (sharded). */
+export function laneName(lane: ViewLane): string {
+  const part = `p${String(lane.part).padStart(2, '0')}`;
+  return lane.role === 'records' ? `${part}/s${lane.shard}` : lane.role === 'identities' ? `${part}/id` : part;
+}
+
 /** Every lane of the layout, by lease id. */
 export function viewLanes(layout: PostgresViewLayout): ViewLane[] {
   const leases = QUEUE_PARTITIONS * (layout.kind === 'sharded' ? layout.shards + 1 : 1);

@@ -22,7 +22,7 @@ import type { Environment } from '../../src/config.js';
 import { laneConsumer } from '../../src/consumer/postgres-partitions.js';
 import type { ConsumerOptions, StepResult, ViewConsumer } from '../../src/consumer/view-consumer.js';
 import { PostgresLifecycleBackend } from '../../src/lifecycle/postgres-lifecycle-backend.js';
-import { fixPostgresViewLayout, partitionLanes, type PostgresViewLayout, type ViewLane } from '../../src/merged-view/postgres-view-layout.js';
+import { fixPostgresViewLayout, laneName, partitionLanes, type PostgresViewLayout, type ViewLane } from '../../src/merged-view/postgres-view-layout.js';
 import { PostgresViewStore } from '../../src/merged-view/postgres-view-store.js';
 import { recordShardOf } from '../../src/merged-view/record-shard.js';
 import { createPool, migrate, schemaOf, type Pool } from '../../src/postgres/database.js';
@@ -141,11 +141,7 @@ export async function openModelLanes(
       );
       return rows.map((row) => `${row.record_key}: no ${row.missing}`);
     },
-    laneName(n) {
-      const lane = lanes[n]!;
-      const part = `p${String(lane.part).padStart(2, '0')}`;
-      return lane.role === 'records' ? `${part}/s${lane.shard}` : lane.role === 'identities' ? `${part}/id` : part;
-    },
+    laneName: (n) => laneName(lanes[n]!),
     whileHeld(work, step, onStep) {
       if (recorded.kind !== 'sharded') return work();
       return stepWhileHeld(work, async () => {

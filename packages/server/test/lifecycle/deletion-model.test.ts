@@ -88,7 +88,6 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { environmentDir, queueDbFile, viewDbFile } from '../../src/config.js';
 import type { ControlPlane } from '../../src/control/control-plane.js';
 import { partitionedLag } from '../../src/consumer/postgres-partitions.js';
 import { SqliteQueueSource } from '../../src/consumer/sqlite-queue-source.js';
@@ -98,7 +97,6 @@ import { LifecycleRunner } from '../../src/lifecycle/lifecycle-runner.js';
 import { PostgresSuppressionList } from '../../src/lifecycle/postgres-lifecycle-store.js';
 import { SqliteLifecycleBackend } from '../../src/lifecycle/sqlite-lifecycle-backend.js';
 import { lifecycleDbFile, SuppressionList } from '../../src/lifecycle/sqlite-lifecycle-store.js';
-import { SqlitePartitionedView } from '../../src/merged-view/partitioned-view-store.js';
 import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
 import { viewPartitionFile } from '../../src/merged-view/sqlite-view-layout.js';
 import { DEFAULT_HOT_LINKS } from '../../src/merged-view/view-hot-state.js';
@@ -107,10 +105,10 @@ import { VIEW_CONSUMER } from '../../src/model/consumer-offsets.js';
 import { partitionAmong } from '../../src/model/data-set-partition.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { AppendReceipt, QueueAppend, QueueRecord } from '../../src/queue/event-queue.js';
-import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import { lastQueuedSeq, openQueueDatabase } from '../../src/queue/sqlite-queue-store.js';
 import { pgOnly } from '../helpers/postgres.js';
 import { tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
+import { openEmbeddedModelRun } from '../helpers/embedded-model-run.js';
 import { assertIdentities, DataSetIdentities, linkRecord, mapOf } from '../helpers/identity-linking-model.js';
 import { identifiersOfParts, modelUsers, who, type Who } from '../helpers/model-people.js';
 import { openModelLanes, resetModelDatabase } from '../helpers/postgres-model-lanes.js';
@@ -451,13 +449,8 @@ function sqliteProfile(): ProfileKind {
   return {
     async open(sc) {
       const dataDir = join(dir, `run-${run++}`);
-      const envDir = environmentDir(dataDir, ENV);
-      const queueFile = queueDbFile(dataDir, ENV);
-      const viewFile = viewDbFile(dataDir, ENV);
       const P = sc.partitions;
-      const queue = new SqliteEventQueue(queueFile);
-      const view = new SqlitePartitionedView(viewFile);
-      assert.equal(view.fixLayout({ partitions: P, kind: 'data-sets' }).partitions, P);
+      const { envDir, queueFile, viewFile, queue, view } = openEmbeddedModelRun(dataDir, ENV, { partitions: P, kind: 'data-sets' });
       const parts = Array.from({ length: P }, (_, p) => {
         const store = new SqliteViewStore(viewPartitionFile(viewFile, p), { hotLinks: sc.hotLinks });
         const source = new SqliteQueueSource(queueFile, { accept: (ds) => partitionAmong(ds, P) === p });
@@ -520,13 +513,8 @@ function shardedProfile(): ProfileKind {
   return {
     async open(sc) {
       const dataDir = join(dir, `run-${run++}`);
-      const envDir = environmentDir(dataDir, ENV);
-      const queueFile = queueDbFile(dataDir, ENV);
-      const viewFile = viewDbFile(dataDir, ENV);
       const P = sc.partitions;
-      const queue = new SqliteEventQueue(queueFile);
-      const view = new SqlitePartitionedView(viewFile);
-      assert.deepEqual(view.fixLayout({ partitions: P, kind: 'sharded' }), { partitions: P, kind: 'sharded' });
+      const { envDir, queueFile, viewFile, queue, view } = openEmbeddedModelRun(dataDir, ENV, { partitions: P, kind: 'sharded' });
       const suppressions = Array.from({ length: 2 * P }, () => new SuppressionList(lifecycleDbFile(envDir), { checkEveryMs: 0 }));
       const sharded = openShardedParts(queueFile, viewFile, P, (lane) => ({
         batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,

@@ -95,7 +95,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { statsDocument, type StatsFigures } from '../../src/analytics/stats-document.js';
-import { controlDbFile, queueDbFile, viewDbFile } from '../../src/config.js';
+import { controlDbFile } from '../../src/config.js';
 import type { ControlPlane } from '../../src/control/control-plane.js';
 import { ControlPlaneService } from '../../src/control/control-plane-service.js';
 import type { DataSetPolicy } from '../../src/control/data-set-policy.js';
@@ -107,7 +107,6 @@ import { ViewConsumer, type StepResult } from '../../src/consumer/view-consumer.
 import type { LifecycleBackend } from '../../src/lifecycle/lifecycle-backend.js';
 import { LifecycleRunner, RETENTION_COMMIT_MARGIN_MS } from '../../src/lifecycle/lifecycle-runner.js';
 import { SqliteLifecycleBackend } from '../../src/lifecycle/sqlite-lifecycle-backend.js';
-import { SqlitePartitionedView } from '../../src/merged-view/partitioned-view-store.js';
 import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
 import { viewPartitionFile } from '../../src/merged-view/sqlite-view-layout.js';
 import { DEFAULT_HOT_LINKS } from '../../src/merged-view/view-hot-state.js';
@@ -115,9 +114,9 @@ import type { ViewStore } from '../../src/merged-view/view-store.js';
 import { partitionAmong } from '../../src/model/data-set-partition.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { AppendReceipt, QueueAppend } from '../../src/queue/event-queue.js';
-import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import { pgOnly } from '../helpers/postgres.js';
 import { tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
+import { openEmbeddedModelRun } from '../helpers/embedded-model-run.js';
 import { assertIdentities, DataSetIdentities, linkRecord, mapOf } from '../helpers/identity-linking-model.js';
 import { identifiersOfParts, modelUsers, who, type Who } from '../helpers/model-people.js';
 import { openModelLanes, resetModelDatabase } from '../helpers/postgres-model-lanes.js';
@@ -563,13 +562,9 @@ function sqliteProfile(): ProfileKind {
   return {
     async open(sc, dataSets, policies) {
       const dataDir = join(dir, `run-${run++}`);
-      const queueFile = queueDbFile(dataDir, ENV);
-      const viewFile = viewDbFile(dataDir, ENV);
       const P = sc.partitions;
       const controlPlane = new ControlPlaneService(new SqliteControlStore(controlDbFile(dataDir, ENV)), new SecretBox(randomBytes(32)));
-      const queue = new SqliteEventQueue(queueFile);
-      const view = new SqlitePartitionedView(viewFile);
-      assert.equal(view.fixLayout({ partitions: P, kind: 'data-sets' }).partitions, P);
+      const { queueFile, viewFile, queue, view } = openEmbeddedModelRun(dataDir, ENV, { partitions: P, kind: 'data-sets' });
       const parts = Array.from({ length: P }, (_, p) => {
         const store = new SqliteViewStore(viewPartitionFile(viewFile, p), { hotLinks: sc.hotLinks });
         const source = new SqliteQueueSource(queueFile, { accept: (ds) => partitionAmong(ds, P) === p });
@@ -632,13 +627,9 @@ function shardedProfile(): ProfileKind {
   return {
     async open(sc, _dataSets, policies) {
       const dataDir = join(dir, `run-${run++}`);
-      const queueFile = queueDbFile(dataDir, ENV);
-      const viewFile = viewDbFile(dataDir, ENV);
       const P = sc.partitions;
       const controlPlane = new ControlPlaneService(new SqliteControlStore(controlDbFile(dataDir, ENV)), new SecretBox(randomBytes(32)));
-      const queue = new SqliteEventQueue(queueFile);
-      const view = new SqlitePartitionedView(viewFile);
-      assert.deepEqual(view.fixLayout({ partitions: P, kind: 'sharded' }), { partitions: P, kind: 'sharded' });
+      const { queueFile, viewFile, queue, view } = openEmbeddedModelRun(dataDir, ENV, { partitions: P, kind: 'sharded' });
       const sharded = openShardedParts(queueFile, viewFile, P, (lane) => ({
         batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,
         mergeWindowMs: (ds) => policies().get(ds)!.mergeWindowMs,
