@@ -10,7 +10,7 @@
  * body log on this profile. Each UPDATE adds its count to the request's tally in the same
  * transaction (postgres-lifecycle-store.ts), exact across takeovers.
  */
-import { segmentEvents } from '../queue/segment-records.js';
+import { segmentEventsOfText } from '../queue/segment-records.js';
 import { inTransaction, type Pool } from '../postgres/database.js';
 import { queuePartitionOf } from '../postgres/partitions.js';
 import { eraseMatchingEvents, type QueueEraser } from './lifecycle-backend.js';
@@ -41,7 +41,7 @@ export class PostgresQueueEraser implements QueueEraser {
     const seqs: string[] = [];
     const texts: string[] = [];
     for (const row of rows) {
-      const events = segmentEvents(row.raw ? Buffer.from(row.events, 'utf8') : row.events) as (Record<string, unknown> | null)[];
+      const events = segmentEventsOfText(row.events, row.raw) as (Record<string, unknown> | null)[];
       const first = Number(row.first_seq);
       const changed = eraseMatchingEvents(events, first, match);
       if (changed === 0) continue;

@@ -154,7 +154,8 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
         `INSERT INTO view_records (data_set_id, record_key, event_id, first_seq, last_seq, first_received_at, last_received_at,
            merged_count, identity_key, measurement_only, event)
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[],
-           $8::integer[], $9::text[], $10::boolean[], $11::text[])
+           $8::integer[], $9::text[], $10::boolean[],
+           (SELECT array_agg(e ORDER BY i) FROM json_array_elements_text($11::json) WITH ORDINALITY AS t(e, i)))
          ON CONFLICT (data_set_id, record_key) DO UPDATE SET
            event_id = excluded.event_id, first_seq = excluded.first_seq, last_seq = excluded.last_seq,
            first_received_at = excluded.first_received_at, last_received_at = excluded.last_received_at,
@@ -171,7 +172,10 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
           records.map((r) => r.mergedCount),
           records.map((r) => r.identityKey),
           records.map((r) => r.measurementOnly),
-          records.map((r) => JSON.stringify(r.event)),
+          // The events' text as one JSON array of strings, not a text[]: the driver writes an array
+          // parameter by escaping every element with two regular expressions (~6 µs per 1 KB event,
+          // issue 30's seventh round); JSON.stringify of the strings is native.
+          JSON.stringify(records.map((r) => JSON.stringify(r.event))),
         ],
       );
     },

@@ -87,6 +87,20 @@ export function viewStoreContract(backend: string, factory: StoreFactory<ViewSto
     assert.equal((await store.getRecord('other', 'id:a'))!.firstSeq, 2, 'data sets are separate');
   });
 
+  run("every record of a batch keeps its own event, byte-exact whatever its strings hold", async (store) => {
+    // Quotes, backslashes, control characters, NUL, a lone surrogate, astral characters, long text:
+    // what a sender may put in a custom field. On PostgreSQL the batch's events travel as one JSON
+    // array of strings beside the other columns' arrays; each must land on its own record.
+    const hostile = ['"', '\\', '\\"', '\u0000', '\n\t\r', '\ud800', '\udfff x', '😀 ©', '[{"a":1}]', ',', '{', 'NULL', 'x'.repeat(5_000)];
+    const records = Array.from({ length: 300 }, (_, i) =>
+      record('ds', `e${i}`, i + 1, { event: { id: `e${i}`, i, note: hostile[i % hostile.length]!.repeat(1 + (i % 3)), nested: { s: hostile[(i * 7) % hostile.length] } } }),
+    );
+    await store.transaction(async (tx) => tx.writeRecords(records));
+    for (const r of records) assert.deepEqual(await store.getRecord('ds', r.recordKey), r, r.recordKey);
+    const reloaded = await store.transaction(async (tx) => tx.loadRecords(records.map((r) => ({ dataSetId: 'ds', recordKey: r.recordKey }))));
+    for (const r of records) assert.deepEqual(reloaded.get(pairKey('ds', r.recordKey)), r, r.recordKey);
+  });
+
   run('identities: links, chained reparenting in one batch, resolve and read an identity', async (store) => {
     await store.transaction(async (tx) => {
       await tx.writeIdentities([node('ds', 'a', null, 1, 2), node('ds', 'b', null, 2), node('ds', 'c', null, 3, 3), node('ds', 'x', 'a', 4), node('ds', 'y', 'b', 5)]);
