@@ -247,7 +247,7 @@ export async function readSegments(
       const events = segmentEventsOfText(row.events, row.raw);
       if (appendSegmentRecords(records, row, events, row.metas, options.fromSeq, options.limit)) return records;
     }
-    const headers = rows.length === 0 ? 0 : rows[0]!.headers;
+    const headers = rows.length === 0 ? 0 : Number(rows[0]!.headers);
     if (rows.length === headers && headers < pageRows) return records;
   }
 }
