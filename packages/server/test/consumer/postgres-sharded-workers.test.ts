@@ -16,16 +16,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createPool, DB_NOW_MS } from '../../src/postgres/database.js';
 import { fixPostgresViewLayout } from '../../src/merged-view/postgres-view-layout.js';
 import { PostgresEventQueue } from '../../src/queue/postgres-event-queue.js';
 import { queuePartitionOf } from '../../src/postgres/partitions.js';
 import { partitionConsumer, VIEW_CONSUMER } from '../../src/model/consumer-offsets.js';
-import { BIN, tempDataDir } from '../helpers/server-process.js';
+import { tempDataDir } from '../helpers/server-process.js';
 import { generateEvents, prng, type GeneratedRecord } from '../helpers/event-generator.js';
 import { assertSameTables } from '../helpers/view-dump.js';
-import { assertRunning, logLines, type WorkerProcess } from '../helpers/worker-process.js';
+import { assertRunning, logLines, reap, spawnWorker, type WorkerProcess } from '../helpers/worker-process.js';
 import { freshDatabase, pgCli, pgOnly, queryDatabase } from '../helpers/postgres.js';
 
 const DS = 'ds-b';
@@ -70,12 +69,7 @@ async function fillQueue(url: string, from: number, to: number): Promise<void> {
 }
 
 function startPgWorker(dataDir: string, url: string, layoutArgs: readonly string[]): WorkerProcess {
-  const args = [BIN, '--data-dir', dataDir, 'worker', '--batch-size', '50', '--retention-every', '1s', ...layoutArgs];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ECAPI_DATABASE_URL: url, ECAPI_LOG_LEVEL: 'info' } });
-  let log = '';
-  for (const stream of [child.stdout!, child.stderr!]) stream.setEncoding('utf8').on('data', (text: string) => (log += text));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return { child, exited, log: () => log };
+  return spawnWorker(['--data-dir', dataDir, 'worker', '--batch-size', '50', '--retention-every', '1s', ...layoutArgs], { ECAPI_DATABASE_URL: url, ECAPI_LOG_LEVEL: 'info' });
 }
 
 const SHARDED = ['--view-layout', 'sharded', '--view-partitions', '2'];
@@ -188,8 +182,7 @@ test('PostgreSQL sharded layout: two workers sharing one data set\'s lanes make 
     }
     await Promise.all(workers.map((w, i) => stop(w, `worker ${i === 0 ? 'A' : 'B'}`)));
   } finally {
-    for (const worker of workers) if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill('SIGKILL');
-    await Promise.all(workers.map((w) => w.exited));
+    await reap(workers);
   }
   await assertShardedDone(url, 'two workers');
   assertSameTables(await dumpPgView(url), expected, 'two sharded workers vs one default-layout worker');
@@ -228,8 +221,7 @@ test('PostgreSQL sharded layout: a worker SIGKILLed at random moments and restar
     await until('the last run applies the queue', () => allAtEnd(url), [last]);
     await stop(last, 'the last run');
   } finally {
-    if (last.child.exitCode === null && last.child.signalCode === null) last.child.kill('SIGKILL');
-    await last.exited;
+    await reap([last]);
   }
   await assertShardedDone(url, 'after SIGKILLs');
   assertSameTables(await dumpPgView(url), expected, 'a sharded worker SIGKILLed and restarted vs one default-layout worker');
@@ -266,8 +258,7 @@ test('PostgreSQL sharded layout: a partition\'s queue retention and lag wait for
     await until('queue retention deletes what every lane applied', async () => (await segments()) === 0, [worker], 30_000);
     await stop(worker, 'the worker');
   } finally {
-    if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill('SIGKILL');
-    await worker.exited;
+    await reap([worker]);
   }
   await assertShardedDone(url, 'slow shards');
   assertSameTables(await dumpPgView(url), expected, 'a sharded view whose shards lagged behind queue retention vs one default-layout worker');

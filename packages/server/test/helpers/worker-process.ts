@@ -2,7 +2,8 @@
  * A real `ecapi-ingest worker` process of an embedded data dir, for the tests that SIGKILL it and
  * restart it (test/consumer/sigkill-restart.test.ts, test/lifecycle/sharded-deletion-sigkill.test.ts).
  * The view's layout is always given explicitly (ECAPI_VIEW_LAYOUT in its environment), so a test
- * does not change with the environment it runs in.
+ * does not change with the environment it runs in. `spawnWorker` and `reap` also serve the
+ * PostgreSQL workers (test/consumer/postgres-sharded-workers.test.ts).
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -27,16 +28,26 @@ export interface WorkerOptions {
 }
 
 export function startWorker(dataDir: string, options: WorkerOptions): WorkerProcess {
-  const args = [BIN, '--data-dir', dataDir, 'worker', '--view-partitions', String(options.partitions), ...(options.args ?? [])];
-  const child = spawn(process.execPath, args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ECAPI_LOG_LEVEL: options.logLevel, ECAPI_VIEW_LAYOUT: options.layout },
+  return spawnWorker(['--data-dir', dataDir, 'worker', '--view-partitions', String(options.partitions), ...(options.args ?? [])], {
+    ECAPI_LOG_LEVEL: options.logLevel,
+    ECAPI_VIEW_LAYOUT: options.layout,
   });
+}
+
+/** `ecapi-ingest <args>` as a child process, `env` over this process's environment, its output collected. */
+export function spawnWorker(args: readonly string[], env: NodeJS.ProcessEnv): WorkerProcess {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let log = '';
   for (const stream of [child.stdout!, child.stderr!]) stream.setEncoding('utf8').on('data', (text: string) => (log += text));
   // Listened for from the start: a worker that exits on its own is noticed, never awaited after the fact.
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return { child, exited, log: () => log };
+}
+
+/** Kills (SIGKILL) the workers still running and waits until every one is gone: a test's `finally`. */
+export async function reap(workers: readonly WorkerProcess[]): Promise<void> {
+  for (const worker of workers) if (worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill('SIGKILL');
+  await Promise.all(workers.map((worker) => worker.exited));
 }
 
 /** Fails at once, with what it printed, when a worker the test did not stop has exited. */
