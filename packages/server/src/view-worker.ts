@@ -32,7 +32,7 @@ export interface ViewWorkerOptions {
   readonly viewPartitions?: number;
   /** Embedded profile: the layout of a new view (merged-view/sqlite-view-layout.ts), fixed when it is first consumed. */
   readonly viewLayout?: ViewLayoutKind;
-  /** Embedded profile: identifier links each partition keeps in memory (merged-view/view-hot-state.ts). */
+  /** Identifier links kept in memory: per view partition (embedded), per worker process (PostgreSQL). */
   readonly viewHotLinks?: number;
   readonly pollMs?: number;
   /** Consumed queue records older than this are deleted; 0 keeps everything. */

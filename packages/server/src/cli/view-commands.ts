@@ -92,7 +92,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         .choices(VIEW_LAYOUT_KINDS),
     )
     .addOption(
-      new Option('--view-hot-links <n>', 'embedded profile: identifier links each view partition keeps in memory while all of its data set\'s fit (0: none)')
+      new Option('--view-hot-links <n>', 'identifier links kept in memory while all of a data set\'s fit: per view partition (embedded), per worker process (PostgreSQL); 0: none')
         .env('ECAPI_VIEW_HOT_LINKS')
         .default(String(DEFAULT_HOT_LINKS)),
     )

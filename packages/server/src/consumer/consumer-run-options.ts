@@ -22,7 +22,10 @@ export interface ConsumerRunOptions {
    * set (default), or `sharded` (one data set's records over the partitions, identities by data set).
    */
   readonly viewLayout?: ViewLayoutKind;
-  /** Embedded profile: identifier links each view partition keeps in memory (merged-view/view-hot-state.ts; 0: none). */
+  /**
+   * Identifier links kept in memory (0: none): per view partition on the embedded profile
+   * (merged-view/view-hot-state.ts), per worker process on PostgreSQL (merged-view/postgres-hot-links.ts).
+   */
   readonly viewHotLinks?: number;
   /** Every few seconds: refresh merge windows and the like. */
   readonly onTick?: () => Promise<void>;

@@ -36,6 +36,7 @@ import { holdPartsTogether, PartsHeldError, releaseParts } from './parts-fence.j
 import { PostgresFencedPart } from './postgres-fenced-part.js';
 import { partitionLanes, type PostgresViewLayout } from '../merged-view/postgres-view-layout.js';
 import { queuePartitionOfConsumer, VIEW_CONSUMER } from '../model/consumer-offsets.js';
+import { bumpViewGeneration } from '../merged-view/postgres-view-generation.js';
 
 interface RecordIdentityRow {
   record_key: string;
@@ -85,7 +86,10 @@ async function treeOf(db: PoolClient | Pool, dataSetId: string, root: string): P
 
 async function dropIdentity(db: PoolClient, dataSetId: string, root: string, counts: ErasedCounts): Promise<void> {
   const keys = await treeOf(db, dataSetId, root);
-  counts.links += (await db.query('DELETE FROM identity_identifiers WHERE data_set_id = $1 AND identity_key = ANY($2::text[])', [dataSetId, keys])).rowCount ?? 0;
+  const links = (await db.query('DELETE FROM identity_identifiers WHERE data_set_id = $1 AND identity_key = ANY($2::text[])', [dataSetId, keys])).rowCount ?? 0;
+  // In the same transaction: the workers' hot links of this data set are stale from its commit on.
+  if (links > 0) await bumpViewGeneration(db, dataSetId);
+  counts.links += links;
   counts.identities += (await db.query('DELETE FROM identity_nodes WHERE data_set_id = $1 AND identity_key = ANY($2::text[])', [dataSetId, keys])).rowCount ?? 0;
 }
 

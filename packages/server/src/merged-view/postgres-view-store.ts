@@ -35,6 +35,7 @@ import { recordedPostgresViewLayout } from './postgres-view-layout.js';
 import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
+import { newHotBatch, PostgresHotLinks, type HotBatch } from './postgres-hot-links.js';
 
 
 /**
@@ -69,7 +70,11 @@ const RECORD_COLUMNS = `r.data_set_id, r.record_key, r.event_id, r.first_seq, r.
   COALESCE(r.identity_key, ri.identity_key) AS identity_key, r.measurement_only, r.event`;
 const WITH_RECORD_IDENTITY = 'LEFT JOIN view_record_identities ri ON ri.data_set_id = r.data_set_id AND ri.record_key = r.record_key';
 
-function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTransaction {
+/**
+ * A batch transaction on `db`. With hot links (`hot`), `batch` records what they need: the lane and
+ * offset read under the row lock, whether the batch wrote, the links and offset it wrote.
+ */
+function transactionOn(db: PoolClient, part: PostgresViewPart | null, hot: PostgresHotLinks | null = null, batch: HotBatch = newHotBatch()): ViewTransaction {
   // The lane's fence as read with its offset row locked (offset() comes first in a batch).
   let fence: number | null = null;
   return {
@@ -80,6 +85,10 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
         [consumer],
       );
       if (part !== null && consumer === part.consumer) fence = rows[0]!.fence_seq === null ? null : Number(rows[0]!.fence_seq);
+      if (batch.lane === null) {
+        batch.lane = consumer;
+        batch.nextSeq = Number(rows[0]!.next_seq);
+      }
       return rows[0]!.next_seq;
     },
     ...(part !== null ? { fence: async () => fence } : {}),
@@ -102,6 +111,7 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
     },
     async writeRecordIdentities(rows) {
       if (rows.length === 0) return;
+      batch.wrote = true;
       await db.query(
         `INSERT INTO view_record_identities (data_set_id, record_key, first_received_at, identity_key)
          SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])
@@ -110,6 +120,8 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
       );
     },
     async setOffset(consumer, nextSeq) {
+      batch.wrote = true;
+      if (consumer === batch.lane) batch.committedSeq = nextSeq;
       await db.query(
         'INSERT INTO consumer_offsets (consumer, next_seq) VALUES ($1, $2) ON CONFLICT (consumer) DO UPDATE SET next_seq = excluded.next_seq',
         [consumer, nextSeq],
@@ -125,8 +137,10 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
       for (const row of rows) out.set(pairKey(row.data_set_id, row.record_key), recordOf(row));
       return out;
     },
-    async loadIdentifierLinks(pairs) {
+    async loadIdentifierLinks(asked) {
       const out = new Map<string, string>();
+      // The hot links answer while the batch wrote nothing yet (its reads are the committed state).
+      const pairs = hot !== null && batch.lane !== null && !batch.wrote ? await hot.answer(db, batch, asked, out) : asked;
       if (pairs.length === 0) return out;
       const { rows } = await db.query<{ data_set_id: string; identifier: string; identity_key: string }>(
         `SELECT i.data_set_id, i.identifier, i.identity_key FROM identity_identifiers i
@@ -150,6 +164,7 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
     },
     async writeRecords(records) {
       if (records.length === 0) return;
+      batch.wrote = true;
       await db.query(
         `INSERT INTO view_records (data_set_id, record_key, event_id, first_seq, last_seq, first_received_at, last_received_at,
            merged_count, identity_key, measurement_only, event)
@@ -181,6 +196,7 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
     },
     async writeIdentities(nodes) {
       if (nodes.length === 0) return;
+      batch.wrote = true;
       await db.query(
         `INSERT INTO identity_nodes (data_set_id, identity_key, parent, created_seq, event_count, identifier_count)
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::integer[], $6::integer[])
@@ -202,6 +218,7 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
       // then move every node to its final parent in one statement.
       const final = finalParents(moves);
       if (final.length === 0) return;
+      batch.wrote = true;
       await db.query(
         `UPDATE identity_nodes n SET parent = m.to_key FROM unnest($1::text[], $2::text[], $3::text[]) AS m(ds, from_key, to_key)
          WHERE n.data_set_id = m.ds AND n.parent = m.from_key`,
@@ -210,6 +227,8 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
     },
     async linkIdentifiers(links) {
       if (links.length === 0) return;
+      batch.wrote = true;
+      if (hot !== null) for (const l of links) batch.links.push(l);
       await db.query(
         `INSERT INTO identity_identifiers (data_set_id, identifier, identity_key)
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
@@ -220,6 +239,7 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
     async addCounters(deltas) {
       const nonZero = deltas.filter((d) => d.n !== 0);
       if (nonZero.length === 0) return;
+      batch.wrote = true;
       const params = [nonZero.map((d) => d.dataSetId), nonZero.map((d) => d.hour), nonZero.map((d) => d.name), nonZero.map((d) => d.n), part?.shard ?? 0];
       await db.query(
         `INSERT INTO view_counters (data_set_id, hour, name, n, shard)
@@ -243,19 +263,40 @@ function transactionOn(db: PoolClient, part: PostgresViewPart | null): ViewTrans
 export class PostgresViewStore implements ViewStore {
   readonly #pool: Pool;
   readonly #part: PostgresViewPart | null;
+  /** A worker's hot links (postgres-hot-links.ts), shared by the stores of its lanes; null for readers. */
+  readonly #hot: PostgresHotLinks | null;
 
-  constructor(pool: Pool, part: PostgresViewPart | null = null) {
+  constructor(pool: Pool, part: PostgresViewPart | null = null, hot: PostgresHotLinks | null = null) {
     this.#pool = pool;
     this.#part = part;
+    this.#hot = hot;
   }
 
-  /** The store as one lane of the sharded layout uses it (its fence, its counters' shard). */
+  /** The store as one lane of the sharded layout uses it (its fence, its counters' shard), with this store's hot links. */
   forPart(part: PostgresViewPart): PostgresViewStore {
-    return new PostgresViewStore(this.#pool, part);
+    return new PostgresViewStore(this.#pool, part, this.#hot);
   }
 
-  transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {
-    return inTransaction(this.#pool, (db) => work(transactionOn(db, this.#part)));
+  /**
+   * The store a worker's consumer uses: the same, with identifier links kept in memory up to
+   * `maxLinks` (postgres-hot-links.ts; 0: none). `tableOptions`: tests only.
+   */
+  withHotLinks(maxLinks: number, tableOptions: { maxProbe?: number } = {}): PostgresViewStore {
+    return new PostgresViewStore(this.#pool, this.#part, maxLinks > 0 ? new PostgresHotLinks(maxLinks, tableOptions) : null);
+  }
+
+  /** Lookups the hot links answered and passed on, links held, full loads (tests; null without hot links). */
+  hotStats(): { hits: number; misses: number; links: number; loads: number; loaded: number } | null {
+    return this.#hot?.stats() ?? null;
+  }
+
+  async transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {
+    const hot = this.#hot;
+    if (hot === null) return inTransaction(this.#pool, (db) => work(transactionOn(db, this.#part)));
+    const batch = newHotBatch();
+    const result = await inTransaction(this.#pool, (db) => work(transactionOn(db, this.#part, hot, batch)));
+    hot.committed(batch); // only after COMMIT: a batch that threw (rolled back) adds nothing
+    return result;
   }
 
   /** The lane's fence (a cheap look before it reads the queue; the batch reads it again under the row lock). */

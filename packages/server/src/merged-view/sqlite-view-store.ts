@@ -35,7 +35,6 @@ import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } fro
 import { GENERATION_SCHEMA, generationStatements } from './view-generation.js';
 import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from './view-fence.js';
 import { ViewHotState } from './view-hot-state.js';
-import type { IdentifierLinkTable } from './identifier-link-table.js';
 
 export const VIEW_SCHEMA = `
 CREATE TABLE IF NOT EXISTS view_records (
@@ -409,29 +408,16 @@ export class SqliteViewStore implements ViewStore {
 
   /** Answers `pairs` from the hot state into `out`; returns the pairs it cannot answer. */
   #linksFromHot(hot: ViewHotState, pairs: readonly { dataSetId: string; identifier: string }[], out: Map<string, string>): { dataSetId: string; identifier: string }[] {
-    const asked: { dataSetId: string; identifier: string }[] = [];
-    let lastDataSet: string | null = null;
-    let links: IdentifierLinkTable | undefined;
-    for (const p of pairs) {
-      if (p.dataSetId !== lastDataSet) {
-        lastDataSet = p.dataSetId;
-        links = hot.linksOf(
-          p.dataSetId,
-          () => this.#s.countLinks.get(p.dataSetId) as number,
-          () => this.#s.allLinks.iterate(p.dataSetId) as IterableIterator<[string, string]>,
-        );
-      }
-      if (links === undefined) {
-        asked.push(p);
-        hot.misses++;
-        continue;
-      }
-      // Held completely: a miss is a true absence.
-      const key = links.get(p.identifier);
-      if (key !== undefined) out.set(pairKey(p.dataSetId, p.identifier), key);
-      hot.hits++;
-    }
-    return asked;
+    return hot.answer(
+      pairs,
+      (dataSetId) =>
+        hot.linksOf(
+          dataSetId,
+          () => this.#s.countLinks.get(dataSetId) as number,
+          () => this.#s.allLinks.iterate(dataSetId) as IterableIterator<[string, string]>,
+        ),
+      out,
+    );
   }
 
   /** Lookups the hot state answered and passed on to the file, its size, and its full loads (tests; null without hot state). */

@@ -37,6 +37,7 @@
  * links take (from 12 KiB); `--view-hot-links 0` turns it off.
  */
 import { IdentifierLinkTable } from './identifier-link-table.js';
+import { pairKey } from './view-store.js';
 
 /**
  * Links a partition's consumer keeps in memory by default (`worker --view-hot-links`): 2,000,000,
@@ -47,6 +48,12 @@ export const DEFAULT_HOT_LINKS = 2_000_000;
 
 /** Most links `worker --view-hot-links` accepts (~0.55 GB per partition thread at that). */
 export const MAX_HOT_LINKS = 10_000_000;
+
+/** A full load of one data set's links in progress (ViewHotState.startLoad): `add` answers false once it gave up. */
+export interface LinkLoad {
+  add(identifier: string, identityKey: string): boolean;
+  finish(): IdentifierLinkTable | undefined;
+}
 
 /** What a full load of a data set's links reads: [identifier, identity key] rows, in any order. */
 export type LinkRows = Iterable<readonly [string, string]>;
@@ -94,11 +101,31 @@ export class ViewHotState {
    * link the table does not take, is not held.
    */
   linksOf(dataSetId: string, count: () => number, scan: () => LinkRows): IdentifierLinkTable | undefined {
+    const known = this.heldLinks(dataSetId);
+    if (known !== null) return known;
+    const load = this.startLoad(dataSetId, count());
+    if (load === undefined) return undefined;
+    for (const [identifier, identityKey] of scan()) {
+      if (!load.add(identifier, identityKey)) break; // leaves the scan (its statement is reset)
+    }
+    return load.finish();
+  }
+
+  /** A held data set's links; undefined when it is known not to be held; null when it has not been asked about since the last clear. */
+  heldLinks(dataSetId: string): IdentifierLinkTable | undefined | null {
     const links = this.#links.get(dataSetId);
     if (links !== undefined || this.#notHeld.has(dataSetId)) return links;
+    return null;
+  }
+
+  /**
+   * Starts the full load of a data set that has `rows` links (its rows then go to `add`, in any
+   * order, and `finish` holds it): undefined, and the data set is not held, when they do not fit the
+   * bound. For a reader that fetches the rows itself (the PostgreSQL store, in pages of a cursor).
+   */
+  startLoad(dataSetId: string, rows: number): LinkLoad | undefined {
     this.loads++;
     const limit = this.maxLinks - this.#count;
-    const rows = count();
     if (rows > limit) {
       this.#notHeld.add(dataSetId);
       return undefined;
@@ -106,20 +133,60 @@ export class ViewHotState {
     // Sized for what it loads, and a fifth more before it first grows.
     const table = new IdentifierLinkTable({ ...this.#tableOptions, capacity: Math.ceil(rows * 1.2) });
     let held = true;
-    for (const [identifier, identityKey] of scan()) {
-      if (table.size >= limit || !table.set(identifier, identityKey)) {
-        held = false;
-        break; // leaves the scan (its statement is reset)
+    return {
+      add: (identifier, identityKey) => (held &&= table.size < limit && table.set(identifier, identityKey)),
+      finish: () => {
+        // Another data set may have grown meanwhile (the PostgreSQL store's lanes load concurrently).
+        if (!held || this.#count + table.size > this.maxLinks) {
+          this.#notHeld.add(dataSetId);
+          return undefined;
+        }
+        this.loaded += table.size;
+        this.#links.set(dataSetId, table);
+        this.#count += table.size;
+        return table;
+      },
+    };
+  }
+
+  /** Forgets one data set, held or not: the next question about it loads it again. */
+  drop(dataSetId: string): void {
+    const links = this.#links.get(dataSetId);
+    if (links !== undefined) {
+      this.#count -= links.size;
+      this.#links.delete(dataSetId);
+    }
+    this.#notHeld.delete(dataSetId);
+  }
+
+  /**
+   * Answers `pairs` into `out` (identifier pair key → identity key) for the data sets `tableOf`
+   * holds (a miss there is a true absence), counting hits and misses; returns the pairs it cannot
+   * answer, for the store to read. `tableOf` is asked once per run of pairs of one data set.
+   */
+  answer<P extends { dataSetId: string; identifier: string }>(
+    pairs: readonly P[],
+    tableOf: (dataSetId: string) => IdentifierLinkTable | undefined,
+    out: Map<string, string>,
+  ): P[] {
+    const asked: P[] = [];
+    let lastDataSet: string | null = null;
+    let links: IdentifierLinkTable | undefined;
+    for (const p of pairs) {
+      if (p.dataSetId !== lastDataSet) {
+        lastDataSet = p.dataSetId;
+        links = tableOf(p.dataSetId);
       }
+      if (links === undefined) {
+        asked.push(p);
+        this.misses++;
+        continue;
+      }
+      const key = links.get(p.identifier);
+      if (key !== undefined) out.set(pairKey(p.dataSetId, p.identifier), key);
+      this.hits++;
     }
-    if (!held) {
-      this.#notHeld.add(dataSetId);
-      return undefined;
-    }
-    this.loaded += table.size;
-    this.#links.set(dataSetId, table);
-    this.#count += table.size;
-    return table;
+    return asked;
   }
 
   /** Remembers a committed link of a held data set; a data set that outgrows the bound (or its table) is no longer held. */

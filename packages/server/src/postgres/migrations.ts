@@ -297,4 +297,6 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 5, name: 'data lifecycle: digests of deleted event ids', sql: deletedEvents },
   // Issue 30: one data set's records spread over several lanes (record shards) and an identity part.
   { version: 6, name: 'merged view: sharded layout, counters per shard, fences', sql: shardedLayout },
+  // Issue 30: a data set's view generation, bumped by the erasers; workers' hot links check it (merged-view/postgres-view-generation.ts).
+  { version: 7, name: 'merged view: generations per data set', sql: 'CREATE TABLE view_generations (data_set_id text PRIMARY KEY, n bigint NOT NULL);' },
 ];

@@ -21,6 +21,7 @@ import { LeasedRateLimiter } from '../rate-limit/leased-rate-limiter.js';
 import type { RateLimiter } from '../rate-limit/rate-limiter.js';
 import { createPool, durabilityWarning, redactUrl, type Pool } from '../postgres/database.js';
 import { partitionedLag, runPartitionedConsumer } from '../consumer/postgres-partitions.js';
+import { DEFAULT_HOT_LINKS } from '../merged-view/view-hot-state.js';
 import type { QueueReader, Storage } from './storage.js';
 import type { ConsumerRunOptions } from '../consumer/consumer-run-options.js';
 import { PostgresLifecycleBackend } from '../lifecycle/postgres-lifecycle-backend.js';
@@ -109,7 +110,8 @@ export class PostgresStorage implements Storage {
   }
 
   runConsumer(options: ConsumerRunOptions): Promise<void> {
-    return runPartitionedConsumer(this.#pool, this.viewStore(), {
+    // The consumer's store keeps its lanes' identifier links in memory (merged-view/postgres-hot-links.ts).
+    return runPartitionedConsumer(this.#pool, this.viewStore().withHotLinks(options.viewHotLinks ?? DEFAULT_HOT_LINKS), {
       ...options,
       suppressions: new PostgresSuppressionList(this.#pool),
       workerId: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,

@@ -78,14 +78,15 @@ export async function resetModelDatabase(url: string | null, name: string, env: 
 /**
  * Opens the components on `url` (just migrated: the layout is recorded here); `options(lane)`: the
  * consumer options of a lane, but its consumer name and applier (the lane's); `layout.sharded`: the
- * record shards per queue partition of the sharded layout (absent: the data-set layout).
+ * record shards per queue partition of the sharded layout (absent: the data-set layout); `layout.hotLinks`:
+ * the hot links of the lanes' store, as a worker's `--view-hot-links` (absent or 0: none).
  */
 export async function openModelLanes(
   url: string,
   env: Environment,
   dataSets: readonly string[],
   options: (lane: number) => Omit<ConsumerOptions, 'consumer' | 'applier'>,
-  layout: { readonly sharded?: number } = {},
+  layout: { readonly sharded?: number; readonly hotLinks?: number } = {},
 ): Promise<PostgresModelLanes> {
   const S = layout.sharded;
   const pool = createPool(url, env, { max: S === undefined ? 6 : 10 });
@@ -113,7 +114,9 @@ export async function openModelLanes(
     const of = partitionLanes(recorded, part);
     return [...of.filter((lane) => lane.role === 'records'), ...of.filter((lane) => lane.role !== 'records')];
   });
-  const consumers = lanes.map((lane, n) => laneConsumer(pool, view, lane, options(n)));
+  // The lanes' store as a worker's: one set of hot links shared by its lanes (postgres-hot-links.ts).
+  const laneStore = view.withHotLinks(layout.hotLinks ?? 0);
+  const consumers = lanes.map((lane, n) => laneConsumer(pool, laneStore, lane, options(n)));
   const lanesOf = (ds: string) => lanes.flatMap((lane, n) => (lane.part === queuePartitionOf(ds) ? [n] : []));
   const consumerNames = lanes.map((lane) => lane.consumer);
   return {

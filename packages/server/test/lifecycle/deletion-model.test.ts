@@ -577,8 +577,9 @@ function lastQueuedSeqOf(queueFile: string): number {
  * worker builds a lane it leases (test/helpers/postgres-model-lanes.ts): over the PostgresViewStore,
  * reading its partition through readingAhead(readSegments), with the lane's offset name, and one
  * PostgresSuppressionList refreshed before every step (checkEveryMs 0, as on SQLite). The bound is
- * the CLI's: queue_last_seq of the queue reader's lag. sc.hotLinks is a SQLite setting, without
- * effect here.
+ * the CLI's: queue_last_seq of the queue reader's lag. sc.hotLinks: the lanes' hot links, as a
+ * worker's (merged-view/postgres-hot-links.ts: one set shared by the lanes, a data set's generation
+ * bumped by the eraser).
  *
  * `sharded` false: the data-set layout, one lane per queue partition (sc.partitions without effect).
  * `sharded` true: the sharded layout (merged-view/postgres-view-layout.ts) with S = sc.partitions
@@ -597,7 +598,7 @@ function postgresProfile(sharded: boolean): ProfileKind {
         batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,
         mergeWindowMs: () => MERGE_WINDOW_MS,
         suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
-      }), sharded ? { sharded: sc.partitions } : {});
+      }), sharded ? { sharded: sc.partitions, hotLinks: sc.hotLinks } : { hotLinks: sc.hotLinks });
       const suppressions = new PostgresSuppressionList(pg.pool, { checkEveryMs: 0 });
       const step = async (p: number) => {
         await suppressions.refresh();

@@ -680,8 +680,8 @@ function shardedProfile(): ProfileKind {
  * reading its partition through readingAhead(readSegments), with the lane's offset name. A lane's
  * offset stays after its partition's own last record, and the consumer's time of a data set is the
  * receipt of its partition's first record past the lowest offset of its lanes
- * (postgres-lifecycle-backend.ts `appliedThrough`). sc.hotLinks is a SQLite setting, without effect
- * here.
+ * (postgres-lifecycle-backend.ts `appliedThrough`). sc.hotLinks: the lanes' hot links, as a worker's
+ * (merged-view/postgres-hot-links.ts).
  *
  * `sharded` false: the data-set layout, one lane per queue partition (sc.partitions without effect).
  * `sharded` true: the sharded layout (merged-view/postgres-view-layout.ts) with S = sc.partitions
@@ -699,7 +699,7 @@ function postgresProfile(sharded: boolean): ProfileKind {
       const pg = await openModelLanes(url, ENV, dataSets, (lane) => ({
         batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,
         mergeWindowMs: (ds) => policies().get(ds)!.mergeWindowMs,
-      }), sharded ? { sharded: sc.partitions } : {});
+      }), sharded ? { sharded: sc.partitions, hotLinks: sc.hotLinks } : { hotLinks: sc.hotLinks });
       const controlPlane = new ControlPlaneService(new PostgresControlStore(pg.pool, { name: `PostgreSQL schema ecapi_${ENV}` }), new SecretBox(randomBytes(32)));
       const step = (lane: number) => pg.lanes[lane]!.step();
       return {

@@ -24,6 +24,19 @@ viewStoreContract(
   pgOnly,
 );
 
+// The consumer's store, with hot links (merged-view/postgres-hot-links.ts): the same contract.
+viewStoreContract(
+  'PostgreSQL with hot links',
+  {
+    async create() {
+      const pool = await freshPool();
+      const store = new PostgresViewStore(pool).withHotLinks(1_000);
+      return { store, dispose: async () => (await store.close(), await pool.end()) };
+    },
+  },
+  pgOnly,
+);
+
 ingestStatsContract(
   'PostgreSQL',
   {
