@@ -2,7 +2,9 @@
  * Hot state of one embedded view partition, kept in memory by its consumer across batches: the
  * identifier links it has read or written (identifier → identity key, per data set), so that a
  * batch's link lookups are answered without walking the link B-tree (issue 30: ~6.5 random lookups
- * per event were the largest item of one data set's profile).
+ * per event were the largest item of one data set's profile). A PostgreSQL worker keeps one for all
+ * its lanes (postgres-hot-links.ts), with its own validity checks around the same tables and bound;
+ * what follows is the embedded store's use.
  *
  * What is exact, and why:
  * - A link, once written, never changes: the consumer links only identifiers that have no link
