@@ -20,7 +20,8 @@
  *   its own SELECT (READ COMMITTED): the next batch sees the bump.
  * - Another worker may have applied the lane's batches (a lease that moved and came back). A lane's
  *   batch locks its offset row first; if the offset is not the one this process last committed (or
- *   loaded at), every data set the lane holds is dropped.
+ *   loaded at), every data set the lane holds is dropped: checked when the batch asks, and again
+ *   when it commits (a batch that asked nothing must not vouch for the lane at its new offset).
  * - A full load reads the data set's links through a cursor, which sees one snapshot from its
  *   DECLARE (taken after the generation read, so a later erasure is caught by the next batch), in
  *   pages of LOAD_PAGE rows: no moment holds a million rows on the heap.
@@ -73,10 +74,7 @@ export class PostgresHotLinks {
    */
   async answer<P extends LinkPair>(db: PoolClient, batch: HotBatch, pairs: readonly P[], out: Map<string, string>): Promise<P[]> {
     const lane = batch.lane!;
-    if (this.#laneAt.get(lane) !== batch.nextSeq) {
-      for (const [dataSetId, at] of this.#loadedAt) if (at.lane === lane) this.#drop(dataSetId);
-      this.#laneAt.set(lane, batch.nextSeq);
-    }
+    this.#checkLane(lane, batch.nextSeq);
     const dataSets = [...new Set(pairs.map((p) => p.dataSetId))];
     const generations = await readViewGenerations(db, dataSets);
     const tables = new Map<string, IdentifierLinkTable | undefined>();
@@ -98,6 +96,10 @@ export class PostgresHotLinks {
   committed(batch: HotBatch): void {
     if (batch.lane === null || !batch.wrote) return;
     const lane = batch.lane;
+    // A batch that asked nothing (its records all suppressed, say) did not check its lane in `answer`:
+    // what this process remembers of the lane must still be exact at the offset the batch started
+    // from, or another worker applied batches in between and none of it may be vouched for.
+    this.#checkLane(lane, batch.nextSeq);
     if (batch.committedSeq === null) {
       // Wrote without moving its offset (not a consumer batch): nothing to vouch for.
       for (const [dataSetId, at] of this.#loadedAt) if (at.lane === lane) this.#drop(dataSetId);
@@ -109,6 +111,13 @@ export class PostgresHotLinks {
       else this.#drop(l.dataSetId);
     }
     this.#laneAt.set(lane, batch.committedSeq);
+  }
+
+  /** Drops the lane's data sets unless what this process holds of it is exact at `nextSeq`; then it is. */
+  #checkLane(lane: string, nextSeq: number): void {
+    if (this.#laneAt.get(lane) === nextSeq) return;
+    for (const [dataSetId, at] of this.#loadedAt) if (at.lane === lane) this.#drop(dataSetId);
+    this.#laneAt.set(lane, nextSeq);
   }
 
   #drop(dataSetId: string): void {

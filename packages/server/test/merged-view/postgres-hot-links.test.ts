@@ -33,7 +33,8 @@ async function batch(
 ): Promise<Map<string, string>> {
   return store.transaction(async (tx: ViewTransaction) => {
     const at = await tx.offset(LANE);
-    const found = await tx.loadIdentifierLinks(ask.map((n) => ({ dataSetId: DS, identifier: id(n) })));
+    // A batch with nothing to look up does not ask (as one whose records were all suppressed).
+    const found = ask.length > 0 ? await tx.loadIdentifierLinks(ask.map((n) => ({ dataSetId: DS, identifier: id(n) }))) : new Map<string, string>();
     if (link.length > 0) await tx.linkIdentifiers(link.map(([n, key]) => ({ dataSetId: DS, identifier: id(n), identityKey: key })));
     await tx.setOffset(LANE, at + 10);
     if (options.fail) throw new Error('rolled back before its commit');
@@ -54,7 +55,7 @@ test('hot links answer as the database does: own commits, a rolled-back batch, a
     const base = new PostgresViewStore(pool);
     const worker = base.withHotLinks(1_000);
     const other = base.withHotLinks(1_000); // a second worker process that leases the same lane for a while
-    const ask = [1, 2, 3, 4, 5, 6];
+    const ask = [1, 2, 3, 4, 5, 6, 7];
     const check = async (store: PostgresViewStore, link: Array<[number, string]> = []) => {
       const expected = await truth(pool, ask);
       const got = await batch(store, ask, link);
@@ -78,13 +79,19 @@ test('hot links answer as the database does: own commits, a rolled-back batch, a
     await check(other, [[5, 'ik_31']]);
     await check(worker);
     assert.equal(worker.hotStats()!.loads, 2, 'reloaded after another worker moved the lane');
+    // Again, and this worker's first batch after it asks about no identifier (nothing to answer, nothing
+    // loaded): its commit must not vouch for what it remembers of the lane.
+    await check(other, [[6, 'ik_32']]);
+    await batch(worker, []);
+    await check(worker);
+    assert.equal(worker.hotStats()!.loads, 3, 'reloaded: another worker moved the lane before a batch without lookups');
 
     // The eraser deletes an identity's links (and bumps the data set's generation).
     await pool.query("INSERT INTO identity_nodes (data_set_id, identity_key, parent, created_seq, event_count, identifier_count) VALUES ($1, 'ik_1', NULL, 1, 0, 2)", [DS]);
     await new PostgresViewEraser(pool).deleteIdentity(1, DS, 'ik_1');
     assert.equal((await truth(pool, [1, 2])).size, 0, 'the erasure deleted the links');
     await check(worker, [[1, 'ik_41']]);
-    assert.equal(worker.hotStats()!.loads, 3, 'reloaded after the erasure');
+    assert.equal(worker.hotStats()!.loads, 4, 'reloaded after the erasure');
     await check(worker);
     assert.equal(worker.hotStats()!.misses, 0, 'every lookup answered from memory');
   } finally {
