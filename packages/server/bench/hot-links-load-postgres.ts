@@ -10,13 +10,10 @@
  *     node [--max-semi-space-size=8] packages/server/dist/bench/hot-links-load-postgres.js [links=1000000]
  */
 import { PostgresViewStore } from '../src/merged-view/postgres-view-store.js';
-import { createPool, migrate } from '../src/postgres/database.js';
-import { freshDatabase } from '../test/helpers/postgres.js';
+import { migratedPool } from '../test/helpers/postgres.js';
 
 const LINKS = Number(process.argv[2] ?? 1_000_000);
-const url = await freshDatabase('hot_links_load');
-await migrate(url, 'production');
-const pool = createPool(url, 'production');
+const pool = await migratedPool('hot_links_load');
 try {
   await pool.query(
     "INSERT INTO identity_identifiers (data_set_id, identifier, identity_key) SELECT 'shop', 'email:' || encode(sha256(i::text::bytea), 'hex'), 'ik_' || (i % 300000 + 1) FROM generate_series(1, $1) AS i",

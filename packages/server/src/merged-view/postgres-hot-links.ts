@@ -102,7 +102,7 @@ export class PostgresHotLinks {
     this.#checkLane(lane, batch.nextSeq);
     if (batch.committedSeq === null) {
       // Wrote without moving its offset (not a consumer batch): nothing to vouch for.
-      for (const [dataSetId, at] of this.#loadedAt) if (at.lane === lane) this.#drop(dataSetId);
+      this.#dropLane(lane);
       this.#laneAt.delete(lane);
       return;
     }
@@ -116,8 +116,12 @@ export class PostgresHotLinks {
   /** Drops the lane's data sets unless what this process holds of it is exact at `nextSeq`; then it is. */
   #checkLane(lane: string, nextSeq: number): void {
     if (this.#laneAt.get(lane) === nextSeq) return;
-    for (const [dataSetId, at] of this.#loadedAt) if (at.lane === lane) this.#drop(dataSetId);
+    this.#dropLane(lane);
     this.#laneAt.set(lane, nextSeq);
+  }
+
+  #dropLane(lane: string): void {
+    for (const [dataSetId, at] of this.#loadedAt) if (at.lane === lane) this.#drop(dataSetId);
   }
 
   #drop(dataSetId: string): void {
@@ -144,9 +148,4 @@ export class PostgresHotLinks {
     }
   }
 
-  /** Lookups answered and passed on, links held, full loads (tests, benchmarks). */
-  stats(): { hits: number; misses: number; links: number; loads: number; loaded: number } {
-    const s = this.state;
-    return { hits: s.hits, misses: s.misses, links: s.size, loads: s.loads, loaded: s.loaded };
-  }
 }

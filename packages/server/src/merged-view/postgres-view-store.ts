@@ -36,6 +36,7 @@ import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 import { newHotBatch, PostgresHotLinks, type HotBatch } from './postgres-hot-links.js';
+import type { HotStats } from './view-hot-state.js';
 
 
 /**
@@ -286,8 +287,8 @@ export class PostgresViewStore implements ViewStore {
   }
 
   /** Lookups the hot links answered and passed on, links held, full loads (tests; null without hot links). */
-  hotStats(): { hits: number; misses: number; links: number; loads: number; loaded: number } | null {
-    return this.#hot?.stats() ?? null;
+  hotStats(): HotStats | null {
+    return this.#hot?.state.stats() ?? null;
   }
 
   async transaction<T>(work: (tx: ViewTransaction) => Promise<T>): Promise<T> {

@@ -34,7 +34,7 @@ import { fixViewLayout, LAYOUT_SCHEMA, recordedViewLayout, type ViewLayout } fro
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
 import { GENERATION_SCHEMA, generationStatements } from './view-generation.js';
 import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from './view-fence.js';
-import { ViewHotState } from './view-hot-state.js';
+import { ViewHotState, type HotStats } from './view-hot-state.js';
 
 export const VIEW_SCHEMA = `
 CREATE TABLE IF NOT EXISTS view_records (
@@ -421,9 +421,8 @@ export class SqliteViewStore implements ViewStore {
   }
 
   /** Lookups the hot state answered and passed on to the file, its size, and its full loads (tests; null without hot state). */
-  hotStats(): { hits: number; misses: number; links: number; loads: number; loaded: number } | null {
-    const hot = this.#hot;
-    return hot ? { hits: hot.hits, misses: hot.misses, links: hot.size, loads: hot.loads, loaded: hot.loaded } : null;
+  hotStats(): HotStats | null {
+    return this.#hot?.stats() ?? null;
   }
 
   async offset(consumer: string): Promise<number> {

@@ -57,6 +57,15 @@ export interface LinkLoad {
   finish(): IdentifierLinkTable | undefined;
 }
 
+/** What a store's hot links did since its start (`stats()`). */
+export interface HotStats {
+  readonly hits: number;
+  readonly misses: number;
+  readonly links: number;
+  readonly loads: number;
+  readonly loaded: number;
+}
+
 /** What a full load of a data set's links reads: [identifier, identity key] rows, in any order. */
 export type LinkRows = Iterable<readonly [string, string]>;
 
@@ -86,6 +95,11 @@ export class ViewHotState {
 
   get size(): number {
     return this.#count;
+  }
+
+  /** Lookups answered here and passed on, links held, full loads and links read by them (tests, benchmarks). */
+  stats(): HotStats {
+    return { hits: this.hits, misses: this.misses, links: this.#count, loads: this.loads, loaded: this.loaded };
   }
 
   /** Forgets everything (the file changed under it). */

@@ -7,6 +7,7 @@
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { main } from '../../src/cli/main.js';
+import { createPool, migrate, type Pool } from '../../src/postgres/database.js';
 
 export const TEST_DATABASE_URL = process.env.ECAPI_TEST_DATABASE_URL || undefined;
 
@@ -29,6 +30,13 @@ export async function freshDatabase(prefix = 't'): Promise<string> {
   const url = new URL(TEST_DATABASE_URL);
   url.pathname = `/${name}`;
   return url.toString();
+}
+
+/** A fresh database (freshDatabase), migrated for the `production` environment, and a pool on it. */
+export async function migratedPool(prefix: string): Promise<Pool> {
+  const url = await freshDatabase(prefix);
+  await migrate(url, 'production');
+  return createPool(url, 'production');
 }
 
 /** Runs one query against a database URL (test inspection), on a short-lived connection. */

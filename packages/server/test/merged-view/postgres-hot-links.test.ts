@@ -10,19 +10,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PostgresViewStore } from '../../src/merged-view/postgres-view-store.js';
 import { PostgresViewEraser } from '../../src/lifecycle/postgres-view-eraser.js';
-import { createPool, migrate, type Pool } from '../../src/postgres/database.js';
+import type { Pool } from '../../src/postgres/database.js';
 import { pairKey, type ViewTransaction } from '../../src/merged-view/view-store.js';
-import { freshDatabase, pgOnly } from '../helpers/postgres.js';
+import { migratedPool, pgOnly } from '../helpers/postgres.js';
 
 const LANE = 'merged-view/p03';
 const DS = 'shop';
 const id = (n: number) => `email:${n.toString(16).padStart(64, '0')}`;
-
-async function freshPool(): Promise<Pool> {
-  const url = await freshDatabase('hot');
-  await migrate(url, 'production');
-  return createPool(url, 'production');
-}
 
 /** One batch as the consumer runs it: the offset locked first, the lookups, then the writes. */
 async function batch(
@@ -50,7 +44,7 @@ async function truth(pool: Pool, ask: number[]): Promise<Map<string, string>> {
 const sorted = (m: Map<string, string>) => [...m].sort(([a], [b]) => (a < b ? -1 : 1));
 
 test('hot links answer as the database does: own commits, a rolled-back batch, another worker on the lane, an erasure', pgOnly, async () => {
-  const pool = await freshPool();
+  const pool = await migratedPool('hot');
   try {
     const base = new PostgresViewStore(pool);
     const worker = base.withHotLinks(1_000);
@@ -100,7 +94,7 @@ test('hot links answer as the database does: own commits, a rolled-back batch, a
 });
 
 test('a data set loaded over several pages of its cursor is held completely; one past the bound is read from the database', pgOnly, async () => {
-  const pool = await freshPool();
+  const pool = await migratedPool('hot');
   try {
     const n = 45_000; // more than two pages
     await pool.query(

@@ -2,21 +2,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { finalParents, PostgresIngestStatsStore, PostgresViewStore } from '../../src/merged-view/postgres-view-store.js';
-import { createPool, migrate } from '../../src/postgres/database.js';
-import { freshDatabase, pgOnly } from '../helpers/postgres.js';
+import { migratedPool, pgOnly } from '../helpers/postgres.js';
 import { ingestStatsContract, viewStoreContract } from './view-store-contract.js';
-
-async function freshPool() {
-  const url = await freshDatabase('view');
-  await migrate(url, 'production');
-  return createPool(url, 'production');
-}
 
 viewStoreContract(
   'PostgreSQL',
   {
     async create() {
-      const pool = await freshPool();
+      const pool = await migratedPool('view');
       const store = new PostgresViewStore(pool);
       return { store, dispose: async () => (await store.close(), await pool.end()) };
     },
@@ -29,7 +22,7 @@ viewStoreContract(
   'PostgreSQL with hot links',
   {
     async create() {
-      const pool = await freshPool();
+      const pool = await migratedPool('view');
       const store = new PostgresViewStore(pool).withHotLinks(1_000);
       return { store, dispose: async () => (await store.close(), await pool.end()) };
     },
@@ -41,7 +34,7 @@ ingestStatsContract(
   'PostgreSQL',
   {
     async create() {
-      const pool = await freshPool();
+      const pool = await migratedPool('view');
       const store = new PostgresIngestStatsStore(pool);
       return { store, dispose: async () => (await store.close(), await pool.end()) };
     },
