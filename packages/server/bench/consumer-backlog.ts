@@ -22,6 +22,7 @@ import { readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { queueDbFile, viewDbFile } from '../src/config.js';
+import { DEFAULT_POLICY } from '../src/control/data-set-policy.js';
 import { SqliteEventQueue } from '../src/queue/sqlite-event-queue.js';
 import { bodyLogDir } from '../src/queue/sqlite-body-log.js';
 import { StatsReader } from '../src/analytics/stats-reader.js';
@@ -142,7 +143,7 @@ export async function buildBacklog(dataDir: string, events: number, seed = 15, d
     const body = Buffer.from(JSON.stringify({ events: batch }));
     bytes += body.length;
     inFlight.push(queue.append({
-      requestId: `bench-${requestNo++}`, keyId: 'key_bench', dataSetId: ds, receivedAt: at, policyVersion: 1,
+      requestId: `bench-${requestNo++}`, keyId: 'key_bench', dataSetId: ds, receivedAt: at, policyVersion: 1, mergeWindowMs: DEFAULT_POLICY.mergeWindowMs,
       events: batch, metas: batch.map(() => undefined), rawBody: body,
     }));
     if (inFlight.length >= 16) {

@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import { prng } from '../test/helpers/event-generator.js';
 import type { EventQueue } from '../src/queue/event-queue.js';
+import { DEFAULT_POLICY } from '../src/control/data-set-policy.js';
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -88,7 +89,7 @@ export async function appendConsumerWorkload(queue: EventQueue, total: number, i
       if (events.length === 0) continue;
       request++;
       pending.push(queue.append({
-        requestId: `r${request}`, keyId: 'key_bench', dataSetId: ds, receivedAt: t0 + request, policyVersion: 1,
+        requestId: `r${request}`, keyId: 'key_bench', dataSetId: ds, receivedAt: t0 + request, policyVersion: 1, mergeWindowMs: DEFAULT_POLICY.mergeWindowMs,
         events, metas: events.map(() => undefined), rawBody: Buffer.from(JSON.stringify({ events })),
       }));
     }

@@ -43,13 +43,17 @@
  * - Reads (merged-view/sharded-view-store.ts): a record from its shard, its identity key from its
  *   data set's identity part (`record_identities`), resolved there; counters summed over the shards.
  *
- * Decisions (hazard). Suppression (the list at apply time) and the merge window (the data set's
- * policy at apply time) are decided by the shard and by the identity stage each on its own. They
- * agree unless the list or the window changes while the two are at different queue positions and a
- * record in that gap is decided differently (a re-send whose age is between the old and new window,
- * or one carrying an identifier suppressed meanwhile): then a record may be merged but not linked,
- * or linked but discarded. Not fixed here: a fix makes a change effective from a queue position
- * recorded in every part's file.
+ * Decisions. Suppression and the merge window are decided by the shard and by the identity stage
+ * each on its own, so they must be functions of what both see alike:
+ * - the merge window is the one the record was accepted under, queued with it
+ *   (QueueRecord.merge_window_ms; view-applier.ts mergeWindowOf), not the policy at apply time: a
+ *   policy changed while the two are at different queue positions changes nothing for records
+ *   already queued. Records queued before queues kept the window take each part's window at apply
+ *   time, and only those could be decided apart (merged but not linked, or linked but discarded), if
+ *   the policy changes while the parts are apart over them;
+ * - the suppression list changes only by `identities forget --suppress`, which holds every part at
+ *   one queue position first (lifecycle-runner.ts) and releases them after the consumers' refresh
+ *   interval twice over, so every part applies every record past that position under the new list.
  *
  * Lifecycle (lifecycle/sharded-view-eraser.ts). A deletion (retention, `events delete`, `identities
  * forget`) touches a record's shard and its identity part, two files at different queue offsets.
@@ -93,7 +97,7 @@ export async function applyIdentityStage(tx: ViewTransaction, records: readonly 
     const dataSetId = record.data_set_id;
     if (options.suppressed?.(dataSetId, p.identifiers)) continue;
     const existing = current.get(p.pk) ?? stored.get(p.pk);
-    const windowMs = mergeWindowOf(options, windows, dataSetId);
+    const windowMs = mergeWindowOf(options, windows, record);
     // record-merge.ts mergeStep's rule, on the stage's own first_received_at.
     if (existing && record.received_at - existing.firstReceivedAt > windowMs) {
       discarded++;

@@ -10,9 +10,9 @@
  * (counters), so a shard applying its own keys in queue order gives each of its records and each
  * counter's share exactly what one applier over the whole queue gives.
  *
- * Hazard: the merge-window and suppression decisions are taken here and, independently, by the
- * identity stage (both from the queue and their own state). They agree as long as both see the
- * same window and suppression list for the record (see identity-stage-applier.ts, "Decisions").
+ * The merge-window and suppression decisions are taken here and, independently, by the identity
+ * stage: both from the queue (the window queued with the record) and a suppression list that
+ * changes only while the parts are held together (identity-stage-applier.ts, "Decisions").
  */
 import type { MergedRecord, ViewTransaction } from '../merged-view/view-store.js';
 import type { QueueRecord } from '../queue/event-queue.js';

@@ -25,7 +25,10 @@ import { IdentityForest } from './identity-forest.js';
 import { mergeStep, type MergeStep } from './record-merge.js';
 
 export interface ApplyOptions {
-  /** Record update window of a data set, in milliseconds. */
+  /**
+   * Record update window of a data set, in milliseconds, for records queued without the window they
+   * were accepted under (before queues kept it: mergeWindowOf).
+   */
   mergeWindowMs(dataSetId: string): number;
   /**
    * Whether a record with these identifiers is suppressed (`identities forget --suppress`,
@@ -74,10 +77,17 @@ export interface MergeCounts {
   discarded: number;
 }
 
-/** A data set's merge window, asked of `options` once a batch (`windows` is the batch's cache). */
-export function mergeWindowOf(options: ApplyOptions, windows: Map<string, number>, dataSetId: string): number {
-  let windowMs = windows.get(dataSetId);
-  if (windowMs === undefined) windows.set(dataSetId, (windowMs = options.mergeWindowMs(dataSetId)));
+/**
+ * The merge window a queued record is decided by: the one it was accepted under, queued with it, so
+ * that the decision is a function of the queue (the same for every part of the sharded layout, and
+ * for a replay, whenever the policy changes). A record queued before queues kept it (null) takes its
+ * data set's window as `options` has it now, asked once a batch (`windows` is the batch's cache).
+ */
+export function mergeWindowOf(options: ApplyOptions, windows: Map<string, number>, record: QueueRecord): number {
+  const queued = record.merge_window_ms;
+  if (queued !== undefined && queued !== null) return queued;
+  let windowMs = windows.get(record.data_set_id);
+  if (windowMs === undefined) windows.set(record.data_set_id, (windowMs = options.mergeWindowMs(record.data_set_id)));
   return windowMs;
 }
 
@@ -103,7 +113,7 @@ export function countedMergeStep(
     counters.add(dataSetId, arrivalHour, 'suppressed', 1);
     return null;
   }
-  const step = mergeStep(existing, p, mergeWindowOf(options, windows, dataSetId));
+  const step = mergeStep(existing, p, mergeWindowOf(options, windows, p.record));
   if (step.discarded) {
     counters.add(dataSetId, arrivalHour, 'discarded', 1);
     counts.discarded++;

@@ -231,6 +231,7 @@ export async function handleEventsRequest(
         dataSetId: headerDataSet,
         receivedAt: nowMs,
         policyVersion: policy.version,
+        mergeWindowMs: policy.mergeWindowMs,
         events: checked.accepted,
         metas: checked.metas,
         // Every event accepted as sent: the body already is their serialization.

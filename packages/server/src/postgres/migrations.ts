@@ -299,4 +299,6 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 6, name: 'merged view: sharded layout, counters per shard, fences', sql: shardedLayout },
   // Issue 30: a data set's view generation, bumped by the erasers; workers' hot links check it (merged-view/postgres-view-generation.ts).
   { version: 7, name: 'merged view: generations per data set', sql: 'CREATE TABLE view_generations (data_set_id text PRIMARY KEY, n bigint NOT NULL);' },
+  // Issue 30: the merge window a segment was accepted under, so that every lane decides a re-send alike (queue/event-queue.ts).
+  { version: 8, name: 'queue: merge window per segment', sql: 'ALTER TABLE queue_segments ADD COLUMN merge_window_ms bigint;' },
 ];

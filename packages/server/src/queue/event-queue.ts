@@ -16,6 +16,12 @@ export interface QueueAppend {
   /** Milliseconds since the epoch at which the request arrived. */
   readonly receivedAt: number;
   readonly policyVersion: number;
+  /**
+   * The data set's merge window under that policy (milliseconds), queued with the events so that the
+   * consumer decides a re-send by the window it was accepted under, a function of the queue alone
+   * (consumer/record-merge.ts; every part of the sharded layout decides it alike).
+   */
+  readonly mergeWindowMs: number;
   readonly events: readonly Record<string, unknown>[];
   /** Parallel to `events`; undefined where policy changed nothing. */
   readonly metas: readonly (EventPolicyMeta | undefined)[];
@@ -41,6 +47,11 @@ export interface QueueRecord {
   readonly key_id: string;
   readonly request_id: string;
   readonly policy_version: number;
+  /**
+   * The merge window the event was accepted under (QueueAppend.mergeWindowMs); null for events
+   * queued before queues kept it, which the consumer decides by the window it has when applying.
+   */
+  readonly merge_window_ms?: number | null;
   readonly event: Record<string, unknown>;
   readonly meta?: EventPolicyMeta;
 }

@@ -31,7 +31,7 @@ interface PendingAppend {
 /** Upper bounds per commit: events (like the SQLite queue) and rows (bind parameters: 11 per row, at most 65,535). */
 const MAX_EVENTS_PER_COMMIT = 20_000;
 const MAX_ROWS_PER_COMMIT = 4_000;
-const COLUMNS = 11;
+const COLUMNS = 12;
 const HOUR_MS = 3_600_000;
 
 /** The statement of a flush of `rows` requests, by size (the text is reused, the plan is cheap). */
@@ -43,22 +43,22 @@ function insertStatement(rows: number): string {
   for (let r = 0; r < rows; r++) {
     const p = (i: number) => `$${2 + r * COLUMNS + i}`;
     values.push(
-      `(${p(0)}::bigint, ${p(1)}::integer, ${p(2)}::bigint, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}::integer, ${p(7)}::smallint, ${p(8)}::boolean, ${p(9)}, ${p(10)})`,
+      `(${p(0)}::bigint, ${p(1)}::integer, ${p(2)}::bigint, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}::integer, ${p(7)}::smallint, ${p(8)}::boolean, ${p(9)}, ${p(10)}, ${p(11)}::bigint)`,
     );
   }
-  // 11 values per row: offset, count, received_at, data set, key, request, policy, part, raw, events, metas.
+  // 12 values per row: offset, count, received_at, data set, key, request, policy, part, raw, events, metas, merge window.
   // The same statement adds the events to queue_accepted per data set and hour of arrival, so the
   // accepted counts of `stats` are committed with the events (never lost in a crash). The upsert
   // reads `head` (its aggregate consumes all input before writing), so it always locks its rows
   // after the queue_head row: commits of several nodes cannot deadlock on them.
   text =
     `WITH head AS (UPDATE queue_head SET next_seq = next_seq + $1 WHERE id = 1 RETURNING next_seq - $1 AS base), ` +
-    `v(off, n, received_at, ds, key_id, request_id, policy, part, raw, events, metas) AS (VALUES ${values.join(', ')}), ` +
+    `v(off, n, received_at, ds, key_id, request_id, policy, part, raw, events, metas, merge_window) AS (VALUES ${values.join(', ')}), ` +
     `accepted AS (INSERT INTO queue_accepted (data_set_id, hour, n) ` +
     `SELECT v.ds, v.received_at - v.received_at % ${HOUR_MS}, SUM(v.n) FROM v, head GROUP BY 1, 2 ` +
     `ON CONFLICT (data_set_id, hour) DO UPDATE SET n = queue_accepted.n + EXCLUDED.n) ` +
-    `INSERT INTO queue_segments (first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, part, raw, events, metas) ` +
-    `SELECT head.base + v.off, v.n, v.received_at, v.ds, v.key_id, v.request_id, v.policy, v.part, v.raw, v.events, v.metas ` +
+    `INSERT INTO queue_segments (first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, part, raw, events, metas, merge_window_ms) ` +
+    `SELECT head.base + v.off, v.n, v.received_at, v.ds, v.key_id, v.request_id, v.policy, v.part, v.raw, v.events, v.metas, v.merge_window ` +
     `FROM head, v ` +
     `RETURNING (SELECT base FROM head) AS base`;
   if (statements.size < 256) statements.set(rows, text);
@@ -165,6 +165,7 @@ export class PostgresEventQueue implements EventQueue {
       raw,
       events,
       hasMeta ? JSON.stringify(batch.metas.map((meta) => meta ?? null)) : null,
+      batch.mergeWindowMs,
     ];
     return new Promise<AppendReceipt>((resolve, reject) => {
       this.#pending.push({ params, count: batch.events.length, resolve, reject });
@@ -235,7 +236,7 @@ export async function readSegments(
   // $1: read after this first_seq; $2: events still wanted.
   const page = `WITH h AS (SELECT first_seq, event_count FROM queue_segments WHERE first_seq > $1${where(2)} ORDER BY first_seq LIMIT ${pageRows}),
       c AS (SELECT first_seq, SUM(event_count) OVER (ORDER BY first_seq) - event_count AS before, COUNT(*) OVER () AS headers FROM h)
-    SELECT s.first_seq, s.event_count, s.received_at, s.data_set_id, s.key_id, s.request_id, s.policy_version, s.raw, s.events, s.metas, c.headers
+    SELECT s.first_seq, s.event_count, s.received_at, s.data_set_id, s.key_id, s.request_id, s.policy_version, s.merge_window_ms, s.raw, s.events, s.metas, c.headers
     FROM c JOIN queue_segments s ON s.first_seq = c.first_seq WHERE c.before < $2 ORDER BY s.first_seq`;
   for (;;) {
     // Events erased (null) or before fromSeq count in `before` but not in `records`: ask for what is

@@ -33,6 +33,8 @@ export interface SegmentHeader {
   readonly key_id: string;
   readonly request_id: string;
   readonly policy_version: number;
+  /** NULL (or absent: a SQLite file no writer of this version has opened) for segments queued before the column. */
+  readonly merge_window_ms?: number | null;
 }
 
 /**
@@ -48,6 +50,7 @@ export function appendSegmentRecords(
   limit: number,
 ): boolean {
   const metas = metasJson === null ? null : (JSON.parse(metasJson) as (QueueRecord['meta'] | null)[]);
+  const mergeWindow = segment.merge_window_ms ?? null;
   for (let i = 0; i < events.length; i++) {
     const seq = segment.first_seq + i;
     if (seq < fromSeq) continue;
@@ -62,6 +65,7 @@ export function appendSegmentRecords(
       key_id: segment.key_id,
       request_id: segment.request_id,
       policy_version: segment.policy_version,
+      merge_window_ms: mergeWindow,
       event: events[i]!,
       ...(meta ? { meta } : {}),
     });

@@ -203,6 +203,7 @@ export class SqliteEventQueue implements EventQueue {
       keyId: batch.keyId,
       requestId: batch.requestId,
       policyVersion: batch.policyVersion,
+      mergeWindowMs: batch.mergeWindowMs,
       events: batch.rawBody ? ownedBytes(batch.rawBody) : JSON.stringify(batch.events),
       metas: hasMeta ? JSON.stringify(batch.metas.map((meta) => meta ?? null)) : null,
     };

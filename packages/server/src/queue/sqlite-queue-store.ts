@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS queue_segments (
   request_id TEXT NOT NULL,
   policy_version INTEGER NOT NULL,
   events TEXT NOT NULL,
-  metas TEXT
+  metas TEXT,
+  merge_window_ms INTEGER
 );
 CREATE TABLE IF NOT EXISTS queue_log_head (
   id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -61,6 +62,20 @@ function addBodyLogColumns(db: Database.Database): void {
   db.transaction(() => {
     if (hasColumns()) return; // another process added them while this one waited for the lock
     for (const column of ['body_file', 'body_offset', 'body_length']) db.exec(`ALTER TABLE queue_segments ADD COLUMN ${column} INTEGER`);
+  }).immediate();
+}
+
+/**
+ * The merge window each segment was accepted under (event-queue.ts QueueAppend.mergeWindowMs),
+ * nullable: segments queued before the column keep NULL. Added on open to older files, as the body
+ * log's columns are.
+ */
+function addMergeWindowColumn(db: Database.Database): void {
+  const hasColumn = () => (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('queue_segments') as string[]).includes('merge_window_ms');
+  if (hasColumn()) return;
+  db.transaction(() => {
+    if (hasColumn()) return; // another process added it while this one waited for the lock
+    db.exec('ALTER TABLE queue_segments ADD COLUMN merge_window_ms INTEGER');
   }).immediate();
 }
 
@@ -149,6 +164,7 @@ export function openQueueDatabase(file: string, options: { readonly?: boolean } 
       db.pragma('secure_delete = ON');
       db.exec(QUEUE_SCHEMA);
       addBodyLogColumns(db);
+      addMergeWindowColumn(db);
       addAcceptedCounts(db);
     }
   } catch (error) {

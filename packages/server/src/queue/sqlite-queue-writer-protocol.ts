@@ -6,6 +6,7 @@ export interface SegmentInput {
   readonly keyId: string;
   readonly requestId: string;
   readonly policyVersion: number;
+  readonly mergeWindowMs: number;
   /**
    * The accepted events: a JSON array serialized on the serving thread (string, stored as TEXT), or
    * the request body exactly as received when nothing was rejected or changed (bytes, stored as a

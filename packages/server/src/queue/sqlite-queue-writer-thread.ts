@@ -29,8 +29,8 @@ const bodyLog = new BodyLogWriter(bodyLogDir(file), bodyLogFileBytes !== undefin
 db.pragma('wal_autocheckpoint = 0');
 const nextSeq = db.prepare('SELECT first_seq + event_count AS next FROM queue_segments ORDER BY first_seq DESC LIMIT 1');
 const insert = db.prepare(
-  `INSERT INTO queue_segments (first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, events, metas, body_file, body_offset, body_length)
-   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  `INSERT INTO queue_segments (first_seq, event_count, received_at, data_set_id, key_id, request_id, policy_version, merge_window_ms, events, metas, body_file, body_offset, body_length)
+   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 );
 // Accepted events per data set and hour, in the same transaction as the segments (sqlite-queue-store.ts).
 const addAccepted = db.prepare(
@@ -96,8 +96,8 @@ function commitGroup(group: WriterRequest[]): WriterReply {
           return;
         }
         const at = logged[i];
-        if (at) insert.run(seq, s.count, s.receivedAt, s.dataSetId, s.keyId, s.requestId, s.policyVersion, NO_BYTES, s.metas, at.fileNo, at.offset, at.length);
-        else insert.run(seq, s.count, s.receivedAt, s.dataSetId, s.keyId, s.requestId, s.policyVersion, s.events, s.metas, null, null, null);
+        if (at) insert.run(seq, s.count, s.receivedAt, s.dataSetId, s.keyId, s.requestId, s.policyVersion, s.mergeWindowMs, NO_BYTES, s.metas, at.fileNo, at.offset, at.length);
+        else insert.run(seq, s.count, s.receivedAt, s.dataSetId, s.keyId, s.requestId, s.policyVersion, s.mergeWindowMs, s.events, s.metas, null, null, null);
         firstSeqs.push(seq);
         seq += s.count;
         const hour = s.receivedAt - (s.receivedAt % HOUR_MS);

@@ -44,13 +44,19 @@ const queuedEvent = fc.record({ dataSetId: fc.constantFrom('ds-a', 'ds-b'), ...q
 
 type QueuedEvent = typeof queuedEvent extends fc.Arbitrary<infer T> ? T : never;
 
-function toQueue(items: QueuedEvent[]): QueueRecord[] {
+/**
+ * The queued records of `items`. `queuedWindow`: the merge window record i was accepted under
+ * (queue/event-queue.ts), or none: records queued before queues kept it, decided by the consumer's
+ * window of the data set.
+ */
+function toQueue(items: QueuedEvent[], queuedWindow?: (i: number) => number): QueueRecord[] {
   let at = T0;
   return items.map((it, i) => {
     at += it.advance * 60_000;
     const { event, meta } = modelEvent(it, i, it.dataSetId);
     return {
       seq: i + 1, received_at: at, data_set_id: it.dataSetId, key_id: 'key_test', request_id: `r${i}`, policy_version: 1, event,
+      ...(queuedWindow ? { merge_window_ms: queuedWindow(i) } : {}),
       ...(meta ? { meta } : {}),
     } as QueueRecord;
   });
@@ -104,7 +110,7 @@ async function applyParts(
   batchSize: number,
   failures: boolean[],
   schedule: number[],
-  until: { turns?: number; offset?: number } = {},
+  until: { turns?: number; offset?: number; mergeWindowMs?: (dataSetId: string) => number } = {},
 ): Promise<void> {
   const stores = parts.map((p) => p.store);
   let f = 0;
@@ -112,7 +118,7 @@ async function applyParts(
   const consumers = parts.map((part) =>
     new ViewConsumer(failingStore(part.store, failNext), new PartitionSource(records, part.accept), {
       batchSize,
-      mergeWindowMs: windowMs,
+      mergeWindowMs: until.mergeWindowMs ?? windowMs,
       ...(part.applier ? { applier: part.applier } : {}),
     }));
   const done = new Set<number>();
@@ -217,6 +223,59 @@ test('sharded layout (record shards + identity stage) = record-at-a-time referen
   );
 });
 
+test('sharded layout: each re-send is decided by the merge window queued with it, whatever window the parts have when they apply it (policy changes between parts)', { timeout: 300_000 }, async () => {
+  const dir = tempDataDir('ecapi-model-windows-');
+  let run = 0;
+  const WINDOW_CHOICES = [0, 20 * 60_000, HOUR, 7 * 24 * HOUR];
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(queuedEvent, { minLength: 1, maxLength: 60 }),
+      fc.integer({ min: 1, max: 70 }),
+      fc.array(fc.boolean(), { maxLength: 6 }),
+      fc.constantFrom(1, 2, 4),
+      fc.array(fc.nat(7), { maxLength: 12 }),
+      // The data sets' policies over the queue: every `epoch` records the window changes.
+      fc.array(fc.constantFrom(...WINDOW_CHOICES), { minLength: 1, maxLength: 6 }),
+      fc.integer({ min: 1, max: 12 }),
+      async (items, batchSize, failures, p, schedule, windows, epoch) => {
+        const records = toQueue(items, (i) => windows[Math.floor(i / epoch) % windows.length]!);
+        const n = run++;
+        const shards = Array.from({ length: p }, (_, k) => new SqliteViewStore(join(dir, `view-${n}-s${k}.db`)));
+        const identities = Array.from({ length: p }, (_, k) => new SqliteViewStore(join(dir, `view-${n}-i${k}.db`)));
+        const view = new ShardedViewStore(shards, identities);
+        // The window each part has at apply time moves on with every batch, as a policy changed
+        // while the parts are at different queue positions would: what it says must not matter.
+        let asked = 0;
+        const drifting = () => WINDOW_CHOICES[asked++ % WINDOW_CHOICES.length]!;
+        try {
+          await applyParts(
+            [
+              ...shards.map((store, k): Part => ({ store, accept: (_ds, r) => queuedRecordShard(r, p) === k, applier: applyRecordShard })),
+              ...identities.map((store, k): Part => ({ store, accept: (ds) => partitionAmong(ds, p) === k, applier: applyIdentityStage })),
+            ],
+            records, batchSize, failures, schedule, { mergeWindowMs: drifting },
+          );
+          await assertMatchesReference(view, records);
+        } finally {
+          await view.close();
+        }
+      },
+    ),
+    {
+      numRuns: Number(process.env.MODEL_RUNS ?? 150),
+      // A re-send 30 minutes after its first copy, accepted under a 20-minute window (discarded),
+      // then a 1 h window: each part decides it by the window queued with it, not by its own.
+      examples: [[
+        [
+          { ...EXAMPLE, id: 'e1', advance: 0 },
+          { ...EXAMPLE, id: 'e1', advance: 30, userData: { customer_identifier: 'cust-2' } },
+          { ...EXAMPLE, id: 'e1', advance: 1, userData: { customer_identifier: 'cust-3' } },
+        ],
+        1, [], 2, [0, 3, 1], [20 * 60_000, HOUR], 2,
+      ]],
+    },
+  );
+});
 
 test('sharded layout held at one queue position (the lifecycle fence) = the reference up to it, and once released = the whole reference', { timeout: 300_000 }, async () => {
   const dir = tempDataDir('ecapi-model-fence-');

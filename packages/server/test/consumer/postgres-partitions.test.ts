@@ -24,6 +24,7 @@ const append = (dataSetId: string, id: string): QueueAppend => ({
   dataSetId,
   receivedAt: Date.now(),
   policyVersion: 1,
+  mergeWindowMs: 0,
   events: [{ data_set_id: dataSetId, id, timestamp: 1_700_000_000, event_type: 'purchase' }],
   metas: [undefined],
 });

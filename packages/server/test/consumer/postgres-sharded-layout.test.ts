@@ -61,7 +61,7 @@ async function fillQueue(pool: Pool, items: readonly QueuedEvent[], dataSets: re
       const dataSetId = dataSets[it.dataSet % dataSets.length]!;
       const { event, meta } = modelEvent(it, i, dataSetId);
       // Started in order: the queue commits pending appends in the order they came (group commit).
-      return queue.append({ requestId: `r${i}`, keyId: 'key_test', dataSetId, receivedAt: at, policyVersion: 1, events: [event], metas: [meta] });
+      return queue.append({ requestId: `r${i}`, keyId: 'key_test', dataSetId, receivedAt: at, policyVersion: 1, mergeWindowMs: windowMs(dataSetId), events: [event], metas: [meta] });
     });
     await Promise.all(appends);
   } finally {

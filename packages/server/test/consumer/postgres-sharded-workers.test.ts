@@ -57,7 +57,7 @@ async function fillQueue(url: string, from: number, to: number): Promise<void> {
     for (let i = from; i < to; i += CHUNK) {
       const part: GeneratedRecord[] = GENERATED.slice(i, Math.min(i + CHUNK, to));
       appends.push(queue.append({
-        requestId: `req-${i}`, keyId: 'key_test', dataSetId: DS, receivedAt: T0 + Math.floor((i / EVENTS) * 3 * 3_600_000), policyVersion: 1,
+        requestId: `req-${i}`, keyId: 'key_test', dataSetId: DS, receivedAt: T0 + Math.floor((i / EVENTS) * 3 * 3_600_000), policyVersion: 1, mergeWindowMs: 3_600_000, // the policy set below
         events: part.map((g) => g.event), metas: part.map((g) => g.meta),
       }));
     }

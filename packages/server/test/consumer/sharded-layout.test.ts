@@ -41,7 +41,7 @@ async function fillQueue(file: string): Promise<number> {
       };
     });
     n += events.length;
-    await queue.append({ requestId: `r${segment}`, keyId: 'key_test', dataSetId, receivedAt: T0 + segment * 600_000, policyVersion: 1, events, metas: events.map(() => undefined) });
+    await queue.append({ requestId: `r${segment}`, keyId: 'key_test', dataSetId, receivedAt: T0 + segment * 600_000, policyVersion: 1, mergeWindowMs: 7 * 86_400_000, events, metas: events.map(() => undefined) });
   }
   await queue.close();
   return n;

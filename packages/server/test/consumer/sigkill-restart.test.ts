@@ -34,6 +34,7 @@ async function fillQueue(dataDir: string): Promise<number> {
         // Three hours of arrivals, so hour buckets and ds-b's 1h merge window both matter.
         receivedAt: T0 + Math.floor((i / EVENTS) * 3 * 3_600_000),
         policyVersion: 1,
+        mergeWindowMs: ds === 'ds-b' ? 3_600_000 : 7 * 86_400_000, // the policies set below
         events: part.map((g) => g.event),
         metas: part.map((g) => g.meta),
       }));

@@ -17,7 +17,7 @@ test('closing two partition threads leaves no pending timer and applies what was
   const dataDir = tempDataDir('ecapi-partitions-');
   const queue = new SqliteEventQueue(queueDbFile(dataDir, 'production'));
   for (const ds of ['ds-a', 'ds-b', 'ds-c']) {
-    await queue.append({ requestId: `req-${ds}`, keyId: 'key_test', dataSetId: ds, receivedAt: Date.now(), policyVersion: 1, events: [sampleEvent(ds)], metas: [undefined] });
+    await queue.append({ requestId: `req-${ds}`, keyId: 'key_test', dataSetId: ds, receivedAt: Date.now(), policyVersion: 1, mergeWindowMs: 7 * 86_400_000, events: [sampleEvent(ds)], metas: [undefined] });
   }
   await queue.close();
 

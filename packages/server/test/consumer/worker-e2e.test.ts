@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { BIN, cli, cliJson, profileEnv, provision, startServer, tempDataDir } from '../helpers/server-process.js';
+import { BIN, cli, cliJson, consumerCaughtUp, profileEnv, provision, startServer, tempDataDir } from '../helpers/server-process.js';
 import { postSigned, sampleEvent } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 
@@ -132,6 +132,43 @@ test('serve --no-worker: the lag is visible; `ecapi-ingest worker` on its own co
     assert.equal(code, 0);
   } finally {
     await server.stop();
+  }
+});
+
+test('a re-send is decided by the merge window it was accepted under, not the one in force when the consumer applies it', { timeout: 90_000 }, async () => {
+  const dataDir = tempDataDir();
+  const creds = await provision(dataDir, ['shop']);
+  await cliJson(dataDir, ['data-set', 'policy', 'shop', '--merge-window', '1h']);
+  const send = async (value: number) => {
+    const server = await startServer({ dataDir, args: ['--workers', '1', '--no-worker'] });
+    try {
+      const res = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify(sampleEvent('shop', { id: 'order-1', value })));
+      assert.equal(res.status, 200);
+    } finally {
+      assert.equal(await server.stop(), 0);
+    }
+  };
+  // Queued with nothing applying them: the first copy, then a re-send more than 500 ms later, both
+  // under the 1 h window.
+  await send(10);
+  await new Promise((r) => setTimeout(r, 1_200));
+  await send(11);
+  // The window shrinks before the consumer has seen either; a third copy is accepted under it.
+  await cliJson(dataDir, ['data-set', 'policy', 'shop', '--merge-window', '500ms']);
+  await send(12);
+
+  const server = await startServer({ dataDir, args: ['--workers', '1'] });
+  try {
+    await consumerCaughtUp(dataDir, 30_000);
+    // The second copy merges (its window was 1 h); the third is discarded (500 ms).
+    const record = await cliJson(dataDir, ['events', 'get', 'shop', 'order-1']);
+    assert.equal(record.merged_count, 2);
+    assert.equal(record.event.value, 11);
+    const stats = await cliJson(dataDir, ['stats', 'shop', '--since', '1h']);
+    assert.equal(stats.totals.merged_duplicates, 1);
+    assert.equal(stats.totals.discarded_after_merge_window, 1);
+  } finally {
+    assert.equal(await server.stop(), 0);
   }
 });
 

@@ -34,7 +34,7 @@ async function appendEvents(dataDir: string, count: number, seed: number): Promi
       const part = generated.slice(i, i + 200).filter((g) => g.dataSetId === ds);
       if (part.length === 0) continue;
       await queue.append({
-        requestId: `req-${seed}-${i}-${ds}`, keyId: 'key_test', dataSetId: ds, receivedAt: T0 + i * 1000, policyVersion: 1,
+        requestId: `req-${seed}-${i}-${ds}`, keyId: 'key_test', dataSetId: ds, receivedAt: T0 + i * 1000, policyVersion: 1, mergeWindowMs: 7 * 86_400_000,
         events: part.map((g) => g.event), metas: part.map((g) => g.meta),
       });
     }

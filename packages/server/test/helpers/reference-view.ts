@@ -65,7 +65,8 @@ export class ReferenceView {
     const k = `${dataSetId}\u0000${recordKey}`;
     const old = this.records.get(k);
     this.#countArrival(dataSetId, record.received_at, 'received');
-    if (old && record.received_at - old.firstReceivedAt > this.windowMs(dataSetId)) {
+    // The window the re-send was accepted under (queued with it), else the data set's (records queued before queues kept it).
+    if (old && record.received_at - old.firstReceivedAt > (record.merge_window_ms ?? this.windowMs(dataSetId))) {
       this.#countArrival(dataSetId, record.received_at, 'discarded');
       return;
     }

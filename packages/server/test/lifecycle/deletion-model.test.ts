@@ -667,7 +667,7 @@ async function runScenario(sc: Scenario, profile: Profile, dataSets: readonly st
     const receivedAt = T0 + ++appends * 1000;
     const items = g.events.map((e) => materialize(e, ds, sc.users, Math.floor(receivedAt / 1000)));
     const receipt = await profile.append({
-      requestId: `req-${appends}`, keyId: 'key_test', dataSetId: ds, receivedAt, policyVersion: 1,
+      requestId: `req-${appends}`, keyId: 'key_test', dataSetId: ds, receivedAt, policyVersion: 1, mergeWindowMs: MERGE_WINDOW_MS,
       events: items.map((i) => i.event), metas: items.map(() => undefined),
     });
     assert.equal(receipt.firstSeq, lastSeq + 1, 'the queue numbers events one after the other');

@@ -807,7 +807,7 @@ async function runScenario(sc: Scenario, kind: ProfileKind, trace: string[]): Pr
         return materialize(spec, ds, ev.id, ev.timestamp, sc.users);
       });
       const receipt = await profile.append({
-        requestId: `req-${++appends}`, keyId: 'key_test', dataSetId: ds, receivedAt, policyVersion: 1,
+        requestId: `req-${++appends}`, keyId: 'key_test', dataSetId: ds, receivedAt, policyVersion: 1, mergeWindowMs: policies.get(ds)!.mergeWindowMs,
         events: items.map((i) => i.event), metas: items.map(() => undefined),
       });
       assert.equal(receipt.firstSeq, lastSeq + 1, 'the queue numbers events one after the other');

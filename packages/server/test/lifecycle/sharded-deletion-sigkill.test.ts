@@ -74,7 +74,7 @@ async function fillQueue(dataDir: string, rnd: string) {
         value: 10,
         currency_code: 'EUR',
       }));
-      await queue.append({ requestId: `req-${dataSetId}-${i}`, keyId: 'key_test', dataSetId, receivedAt: receivedAt + n, policyVersion: 1, events: body, metas: body.map(() => undefined) });
+      await queue.append({ requestId: `req-${dataSetId}-${i}`, keyId: 'key_test', dataSetId, receivedAt: receivedAt + n, policyVersion: 1, mergeWindowMs: 7 * 86_400_000, events: body, metas: body.map(() => undefined) });
       n += body.length;
     }
   }

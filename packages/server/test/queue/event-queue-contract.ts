@@ -20,6 +20,7 @@ function batch(dataSetId: string, ids: string[], requestId = `req-${ids[0]}`): Q
     dataSetId,
     receivedAt: 1_700_000_000_000,
     policyVersion: 3,
+    mergeWindowMs: 1_500,
     events: ids.map((id) => ({ data_set_id: dataSetId, id, timestamp: 1_700_000_000, event_type: 'purchase' })),
     metas: ids.map((_, i) => (i === 0 ? { ip: 'truncated' as const } : undefined)),
   };
@@ -42,6 +43,7 @@ export function eventQueueContract(name: string, factory: QueueFactory): void {
       assert.equal(first.key_id, 'key_test');
       assert.equal(first.received_at, 1_700_000_000_000);
       assert.equal(first.policy_version, 3);
+      assert.equal(first.merge_window_ms, 1_500, 'the merge window the events were accepted under');
       assert.deepEqual(first.meta, { ip: 'truncated' });
       assert.equal(records[1]!.meta, undefined);
     } finally {

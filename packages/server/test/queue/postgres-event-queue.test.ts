@@ -50,6 +50,7 @@ const append = (node: number, i: number, n: number): QueueAppend => ({
   dataSetId: `ds${i % 3}`,
   receivedAt: Date.now(),
   policyVersion: 1,
+  mergeWindowMs: 604_800_000,
   events: Array.from({ length: n }, (_, j) => ({ data_set_id: `ds${i % 3}`, id: `n${node}-r${i}-e${j}`, timestamp: 1_700_000_000, event_type: 'purchase' })),
   metas: Array.from({ length: n }, () => undefined),
 });

@@ -17,7 +17,7 @@ import { freshDatabase, pgOnly } from '../helpers/postgres.js';
 
 const H = Date.UTC(2025, 4, 6, 19);
 const append = (dataSetId: string, receivedAt: number, n: number, tag: string): QueueAppend => ({
-  requestId: `r-${tag}`, keyId: 'key_test', dataSetId, receivedAt, policyVersion: 1,
+  requestId: `r-${tag}`, keyId: 'key_test', dataSetId, receivedAt, policyVersion: 1, mergeWindowMs: 604_800_000,
   events: Array.from({ length: n }, (_, i) => ({ data_set_id: dataSetId, id: `${tag}-${i}`, timestamp: 1_746_558_000, event_type: 'purchase' })),
   metas: Array.from({ length: n }, () => undefined),
 });

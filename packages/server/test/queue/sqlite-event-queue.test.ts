@@ -17,7 +17,7 @@ eventQueueContract('SqliteEventQueue', {
 
 const bigEvent = (id: string, pad: number) => ({ data_set_id: 'ds', id, timestamp: 1_700_000_000, event_type: 'purchase', ext: { pad: 'p'.repeat(pad) } });
 const appendOf = (events: Record<string, unknown>[], rawBody: Buffer, requestId: string) => ({
-  requestId, keyId: 'key_test', dataSetId: 'ds', receivedAt: 1_700_000_000_000, policyVersion: 1,
+  requestId, keyId: 'key_test', dataSetId: 'ds', receivedAt: 1_700_000_000_000, policyVersion: 1, mergeWindowMs: 604_800_000,
   events, metas: events.map(() => undefined), rawBody,
 });
 

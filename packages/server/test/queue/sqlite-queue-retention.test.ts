@@ -16,7 +16,7 @@ function request(id: string, n: number, receivedAt: number, big: boolean) {
     data_set_id: 'ds', id: `${id}-${i}`, timestamp: 1_700_000_000, event_type: 'purchase', ...(big ? { ext: { pad: 'p'.repeat(Math.ceil(40_000 / n)) } } : {}),
   }));
   const body = Buffer.from(JSON.stringify({ events }));
-  return { requestId: id, keyId: 'key_test', dataSetId: 'ds', receivedAt, policyVersion: 1, events, metas: events.map(() => undefined), rawBody: body };
+  return { requestId: id, keyId: 'key_test', dataSetId: 'ds', receivedAt, policyVersion: 1, mergeWindowMs: 604_800_000, events, metas: events.map(() => undefined), rawBody: body };
 }
 
 const logFiles = (file: string) => readdirSync(bodyLogDir(file)).sort();
