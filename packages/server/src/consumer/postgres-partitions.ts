@@ -115,10 +115,11 @@ class LeasedPartitions implements PartitionAssignment {
     const consumer = laneConsumer(this.#pool, this.#store, lane, {
       batchSize: this.#options.batchSize,
       mergeWindowMs: this.#options.mergeWindowMs,
-      ...(suppressions ? { suppressed: (dataSetId: string, identifiers: readonly string[]) => suppressions.suppressed(dataSetId, identifiers) } : {}),
+      ...(suppressions
+        ? { suppressed: (dataSetId: string, identifiers: readonly string[]) => suppressions.suppressed(dataSetId, identifiers), syncSuppressions: () => suppressions.refresh() }
+        : {}),
     });
-    const step = suppressions ? async () => (await suppressions.refresh(), consumer.step()) : () => consumer.step();
-    return skippingWhileIdle({ name: laneName(lane), step }, part, this.#head);
+    return skippingWhileIdle({ name: laneName(lane), step: () => consumer.step() }, part, this.#head);
   }
 
   /** The queue partitions whose identity part (or data-set lane) this worker owns: it prunes their segments. */

@@ -61,12 +61,12 @@ const consumer = new ViewConsumer(store, source, {
   ...(applier ? { applier } : {}),
   mergeWindowMs: (dataSetId) => windows.get(dataSetId) ?? defaultWindowMs,
   suppressed: (dataSetId, identifiers) => suppressions.suppressed(dataSetId, identifiers),
+  syncSuppressions: () => suppressions.refresh(),
 });
 
 port.on('message', (message: PartitionThreadMessage) => {
   if (message.type === 'windows') windows = new Map(message.windows);
   else if (message.type === 'step') {
-    suppressions.refresh();
     consumer.step().then(
       (result) => port.postMessage({ id: message.id, result }),
       (error: Error) => port.postMessage({ id: message.id, error: error.message }),

@@ -139,14 +139,13 @@ class LocalPartition implements PartitionStepper {
       batchSize: options.batchSize,
       mergeWindowMs: (dataSetId) => new Map(options.windows()).get(dataSetId) ?? defaultWindowMs,
       suppressed: (dataSetId, identifiers) => this.#suppressions.suppressed(dataSetId, identifiers),
+      syncSuppressions: () => this.#suppressions.refresh(),
     });
     return this.#consumer;
   }
 
   step(): Promise<StepResult> {
-    const consumer = this.#open();
-    this.#suppressions.refresh();
-    return consumer.step();
+    return this.#open().step();
   }
 
   async close(): Promise<void> {

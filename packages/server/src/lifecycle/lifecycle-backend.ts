@@ -310,15 +310,17 @@ export interface LifecycleBackend {
 }
 
 /**
- * How often a consumer looks for a changed suppression list (at most; before a batch). The runner
- * completes a `--suppress` request only twice this long after the suppression was stored, so that an
- * event sent after the command returned meets a consumer that has the new list.
+ * How often consumers of versions before the check under the write lock looked for a changed
+ * suppression list (at most; before a batch). The runner still waits twice this long after storing a
+ * suppression before its view deletions, for such consumers while versions are mixed during an
+ * upgrade; consumers of this version need no wait (consumer/view-consumer.ts syncSuppressions).
  */
 export const SUPPRESSION_REFRESH_MS = 500;
 
 /**
  * What a consumer checks before applying a record (view-applier.ts `suppressed`): digests by data
- * set, reloaded by `refresh` when the store's version moved.
+ * set, reloaded by `refresh` when the store's version moved; the consumer refreshes under the view's
+ * write lock before every batch (view-consumer.ts syncSuppressions).
  */
 export interface SuppressionFilter {
   refresh(): Promise<void> | void;

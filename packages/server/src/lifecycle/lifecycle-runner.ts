@@ -9,9 +9,11 @@
  * at request time is in the view, where it is deleted, and in the queue, where it is erased
  * (sqlite-queue-eraser.ts). With --suppress, the identity's identifiers are suppressed only then
  * (not before the wait: an event queued before the request must still be applied, or the identity
- * and its other identifiers would never be found), and once every consumer has the new list, every
- * record of the identity goes, those of events sent after the request and applied meanwhile too;
- * what the consumer applies after that is dropped (view-applier.ts `suppressed`).
+ * and its other identifiers would never be found), then every record of the identity goes, those of
+ * events sent after the request and applied meanwhile too; what the consumer applies after that is
+ * dropped (view-applier.ts `suppressed`): a batch reads the list under the view's write lock, which
+ * the view deletions take too (consumer/view-consumer.ts syncSuppressions), so no batch applies under
+ * the old list after them, however long it waited (no clock in the argument).
  *
  * What a request covers (issue 29, docs "Data lifecycle"): the events queued up to B, in the queue
  * and in the view alike. A view record whose first event was queued up to B is deleted; one first
@@ -29,7 +31,7 @@
  * Crash safety (issue 29): the claim names its owner (claim-owner.ts), so a worker restarted after
  * a SIGKILL takes the request over at once, and renews it at every step. Every deletion is counted
  * by the transaction that makes it (the erasers' tallies), so the audit log's counts are exact over
- * all attempts. Order: (with --suppress) suppression and the wait for the consumers, view records,
+ * all attempts. Order: (with --suppress) suppression (and a wait for older versions' consumers), view records,
  * queue copies (their body-log bytes zeroed and synced), the identity tree, then the counts are
  * settled in the request; then the tallies go,
  * the WALs are truncated, and only then is the request marked done: "done" means no byte is left.
@@ -244,10 +246,14 @@ export class LifecycleRunner {
         if (eraser) await this.#hold(request, eraser);
         const identity = (await eraser?.findIdentity(dataSetId, request.kind === 'forget_identifier' ? { identifier: target } : { identityKey: target })) ?? null;
         identifiers = identity ? identity.identifiers : request.kind === 'forget_identifier' ? [target] : [];
-        // --suppress: the person's identifiers are suppressed first, and only once every consumer has
-        // the new list do their records go, all of them: those of events sent after the request and
-        // applied before now included, since none can be added any more (what is suppressed is
-        // dropped before the view; their queued copies stay until queue retention).
+        // --suppress: the person's identifiers are suppressed first, then their records go, all of
+        // them: those of events sent after the request and applied before now included. None can be
+        // added after: a consumer batch reads the list under the view's write lock, which the
+        // deletions take too (view-consumer.ts syncSuppressions), so a batch either committed before
+        // the deletions (and is deleted) or applies under the new list (what is suppressed is dropped
+        // before the view; the queued copies stay until queue retention). The wait is for consumers
+        // of older versions, which looked at the list every SUPPRESSION_REFRESH_MS (mixed versions
+        // during an upgrade).
         if (request.suppress && identifiers.length > 0) {
           await this.#b.store.suppress(dataSetId, await Promise.all(identifiers.map((i) => this.#b.store.digest(dataSetId, i))), request.id);
           await new Promise((r) => setTimeout(r, 2 * SUPPRESSION_REFRESH_MS));

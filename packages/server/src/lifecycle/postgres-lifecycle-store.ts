@@ -217,18 +217,20 @@ export class PostgresLifecycleStore implements LifecycleStore {
   }
 }
 
-/** The suppression list of a PostgreSQL consumer: reloaded when `lifecycle_meta.version` moved. */
+/**
+ * The suppression list of a PostgreSQL consumer: reloaded when `lifecycle_meta.version` moved. The
+ * consumer calls `refresh` with its lane's offset row locked before every batch
+ * (consumer/view-consumer.ts syncSuppressions).
+ */
 export class PostgresSuppressionList implements SuppressionFilter {
   readonly #pool: Pool;
-  readonly #set: SuppressionSet;
+  readonly #set = new SuppressionSet();
 
-  constructor(pool: Pool, options: { checkEveryMs?: number } = {}) {
+  constructor(pool: Pool) {
     this.#pool = pool;
-    this.#set = new SuppressionSet(options.checkEveryMs);
   }
 
-  async refresh(nowMs = Date.now()): Promise<void> {
-    if (!this.#set.due(nowMs)) return;
+  async refresh(): Promise<void> {
     const meta = (await this.#pool.query<{ digest_key: Buffer; version: string }>('SELECT digest_key, version FROM lifecycle_meta WHERE id = 1')).rows[0];
     if (!meta || Number(meta.version) === this.#set.version) return;
     const { rows } = await this.#pool.query<{ data_set_id: string; digest: string }>('SELECT data_set_id, digest FROM suppressions');

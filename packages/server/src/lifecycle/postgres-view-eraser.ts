@@ -35,7 +35,8 @@ import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
 import { holdPartsTogether, PartsHeldError, releaseParts } from './parts-fence.js';
 import { PostgresFencedPart } from './postgres-fenced-part.js';
 import { partitionLanes, type PostgresViewLayout } from '../merged-view/postgres-view-layout.js';
-import { queuePartitionOfConsumer, VIEW_CONSUMER } from '../model/consumer-offsets.js';
+import { partitionConsumer, queuePartitionOfConsumer, VIEW_CONSUMER } from '../model/consumer-offsets.js';
+import { queuePartitionOf } from '../postgres/partitions.js';
 import { bumpViewGeneration } from '../merged-view/postgres-view-generation.js';
 
 interface RecordIdentityRow {
@@ -291,6 +292,16 @@ export class PostgresViewEraser implements ViewEraser {
     limit: number,
   ): Promise<{ next: number | null; deletedEventIds: string[] }> {
     return inTransaction(this.#pool, async (db) => {
+      if (after === 0) {
+        // First page: the data set's lanes wait for this transaction, and a batch in flight commits
+        // before it, so every batch that applied under the suppression list as it was before the
+        // request's suppression is visible to this scan, and every later batch takes its lane's row
+        // after the suppression was stored and applies under it (consumer/view-consumer.ts
+        // syncSuppressions). Offset rows first, in one order: a batch locks its own row before any
+        // view row, so this cannot deadlock with one.
+        const lane = partitionConsumer(VIEW_CONSUMER, queuePartitionOf(dataSetId));
+        await db.query(`SELECT 1 FROM consumer_offsets WHERE consumer = $1 OR starts_with(consumer, $1 || '/') ORDER BY consumer FOR UPDATE`, [lane]);
+      }
       const { rows } = await db.query<{ first_seq: string | null; n: string; gone: { last_seq: string; event_id: string | null; record_key: string }[] | null }>(
         `WITH page AS (SELECT r.record_key, ${IDENTITY_OF_RECORD} AS identity_key, r.first_seq FROM ${RECORDS_WITH_IDENTITY}
                         WHERE r.data_set_id = $1 AND r.first_seq > $2 AND r.first_seq <= $5 ORDER BY r.first_seq LIMIT $3),

@@ -198,21 +198,21 @@ export class SqliteLifecycleStore implements LifecycleStore {
 
 /**
  * The suppression list as a consumer thread sees it: digests by data set, reloaded when the
- * store's version moved (checked at most once per `checkEveryMs`).
+ * store's version moved. The consumer calls `refresh` under the view's write lock before every
+ * batch (consumer/view-consumer.ts syncSuppressions).
  */
 export class SuppressionList implements SuppressionFilter {
   readonly #file: string;
   #db: Database.Database | null = null;
-  readonly #set: SuppressionSet;
+  #version: Database.Statement | null = null;
+  readonly #set = new SuppressionSet();
 
-  constructor(file: string, options: { checkEveryMs?: number } = {}) {
+  constructor(file: string) {
     this.#file = file;
-    this.#set = new SuppressionSet(options.checkEveryMs);
   }
 
   /** Reloads when changed; cheap when not (one primary-key read). */
-  refresh(nowMs = Date.now()): void {
-    if (!this.#set.due(nowMs)) return;
+  refresh(): void {
     if (!this.#db) {
       try {
         this.#db = new Database(this.#file, { readonly: true, fileMustExist: true });
@@ -221,7 +221,8 @@ export class SuppressionList implements SuppressionFilter {
         return; // no lifecycle.db yet: nothing is suppressed
       }
     }
-    const meta = this.#db.prepare('SELECT digest_key, version FROM lifecycle_meta WHERE id = 1').get() as { digest_key: Buffer; version: number } | undefined;
+    this.#version ??= this.#db.prepare('SELECT digest_key, version FROM lifecycle_meta WHERE id = 1');
+    const meta = this.#version.get() as { digest_key: Buffer; version: number } | undefined;
     if (!meta || meta.version === this.#set.version) return;
     this.#set.load(meta.digest_key, meta.version, this.#db.prepare('SELECT data_set_id, digest FROM suppressions').all() as { data_set_id: string; digest: string }[]);
   }

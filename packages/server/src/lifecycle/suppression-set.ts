@@ -2,30 +2,16 @@
  * The suppression list held by a consumer: digests by data set, and the key they were made with.
  * A record is suppressed when the digest of any of its identifiers, in canonical form
  * (identifier-digest.ts: a SHA-256 hash whichever field carries it, a UUID however it is spelled),
- * is listed for its data set; data sets without suppressions cost one Map lookup per record. It
- * also keeps when its owner (a SuppressionList) last looked for a new version (`due`).
+ * is listed for its data set; data sets without suppressions cost one Map lookup per record. Its
+ * owner (a SuppressionList) reloads it when the store's version moved.
  */
 import { canonicalIdentifier, identifierDigest } from './identifier-digest.js';
-import { SUPPRESSION_REFRESH_MS } from './lifecycle-backend.js';
 
 export class SuppressionSet {
   #key: Buffer | null = null;
-  #checkedAt = 0;
-  readonly #checkEveryMs: number;
   #byDataSet = new Map<string, Set<string>>();
   /** The store's version this set was loaded at (-1: never loaded). */
   version = -1;
-
-  constructor(checkEveryMs = SUPPRESSION_REFRESH_MS) {
-    this.#checkEveryMs = checkEveryMs;
-  }
-
-  /** Whether the store is due to be checked for a new version (at most once per `checkEveryMs`); notes the check. */
-  due(nowMs: number): boolean {
-    if (nowMs - this.#checkedAt < this.#checkEveryMs) return false;
-    this.#checkedAt = nowMs;
-    return true;
-  }
 
   load(key: Buffer, version: number, rows: readonly { data_set_id: string; digest: string }[]): void {
     const next = new Map<string, Set<string>>();

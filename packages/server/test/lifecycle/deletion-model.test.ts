@@ -39,9 +39,9 @@
  * also have its identity row (`view_record_identities`) and every identity row its record.
  * On all, the LifecycleRunner's `tick()` is the worker's path for a pending request, and the
  * request is recorded as the CLI records it (lifecycle-commands.ts: bound = the queue's last
- * sequence number). Two deliberate settings: the suppression list looks for a new list at every
- * step (checkEveryMs 0 instead of every 500 ms), so that the outcome never depends on the clock;
- * and the runner's data-set list (used by view retention only) is empty.
+ * sequence number). Every consumer reads the suppression list under its view's write lock before
+ * each batch, as the worker's do (consumer/view-consumer.ts syncSuppressions), so the outcome never
+ * depends on the clock; the runner's data-set list (used by view retention only) is empty.
  *
  * A scenario: 2-4 users with 1-3 hashed identifiers each; events with ids from a small pool (so
  * re-sends merge), carrying a subset of one user's identifiers, or one identifier of each of two
@@ -454,11 +454,12 @@ function sqliteProfile(): ProfileKind {
       const parts = Array.from({ length: P }, (_, p) => {
         const store = new SqliteViewStore(viewPartitionFile(viewFile, p), { hotLinks: sc.hotLinks });
         const source = new SqliteQueueSource(queueFile, { accept: (ds) => partitionAmong(ds, P) === p });
-        const suppressions = new SuppressionList(lifecycleDbFile(envDir), { checkEveryMs: 0 });
+        const suppressions = new SuppressionList(lifecycleDbFile(envDir));
         const consumer = new ViewConsumer(store, source, {
           batchSize: sc.batchSizes[p]!,
           mergeWindowMs: () => MERGE_WINDOW_MS,
           suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
+          syncSuppressions: () => suppressions.refresh(),
         });
         return { store, source, suppressions, consumer };
       });
@@ -471,11 +472,7 @@ function sqliteProfile(): ProfileKind {
         caughtUp: (offset, seq) => offset > seq,
         append: (batch) => queue.append(batch),
         lastQueuedSeq: async () => lastQueuedSeqOf(queueFile),
-        async step(p) {
-          const part = parts[p]!;
-          part.suppressions.refresh();
-          return part.consumer.step();
-        },
+        step: (p) => parts[p]!.consumer.step(),
         ticking: (run) => run(),
         lifecycle: backend,
         readQueue: (ds) => queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds }),
@@ -500,8 +497,8 @@ function sqliteProfile(): ProfileKind {
  * The embedded profile with the sharded layout (consumer/identity-stage-applier.ts): files in a temp
  * data dir, the layout recorded as `sharded` with P = sc.partitions, and the 2P parts as
  * consumer/sqlite-partition-thread.ts builds them (test/helpers/sharded-model-parts.ts): P record
- * shards and P identity parts, a ViewConsumer each with its own SuppressionList (checkEveryMs 0, as
- * above) and sc.batchSizes[lane], the identity parts with sc.hotLinks (a shard holds no links). The
+ * shards and P identity parts, a ViewConsumer each with its own SuppressionList (read under the
+ * part's write lock, as above) and sc.batchSizes[lane], the identity parts with sc.hotLinks (a shard holds no links). The
  * SqliteLifecycleBackend gives each data set a ShardedViewEraser (its identity part and every shard),
  * and a data set's request waits until all those parts' offsets pass its bound. The runner holds
  * those parts at one position before it deletes (lifecycle/parts-fence.ts): `ticking` steps the held
@@ -515,17 +512,15 @@ function shardedProfile(): ProfileKind {
       const dataDir = join(dir, `run-${run++}`);
       const P = sc.partitions;
       const { envDir, queueFile, viewFile, queue, view } = openEmbeddedModelRun(dataDir, ENV, { partitions: P, kind: 'sharded' });
-      const suppressions = Array.from({ length: 2 * P }, () => new SuppressionList(lifecycleDbFile(envDir), { checkEveryMs: 0 }));
+      const suppressions = Array.from({ length: 2 * P }, () => new SuppressionList(lifecycleDbFile(envDir)));
       const sharded = openShardedParts(queueFile, viewFile, P, (lane) => ({
         batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,
         mergeWindowMs: () => MERGE_WINDOW_MS,
         suppressed: (ds, identifiers) => suppressions[lane]!.suppressed(ds, identifiers),
+        syncSuppressions: () => suppressions[lane]!.refresh(),
       }), sc.hotLinks);
       const backend = new SqliteLifecycleBackend(dataDir, ENV);
-      const step = async (lane: number) => {
-        suppressions[lane]!.refresh();
-        return sharded.parts[lane]!.consumer.step();
-      };
+      const step = (lane: number) => sharded.parts[lane]!.consumer.step();
       return {
         lanes: 2 * P,
         lanesOf: sharded.lanesOf,
@@ -576,7 +571,7 @@ function lastQueuedSeqOf(queueFile: string): number {
  * (postgres/partitions.ts: shop and app fall in two different ones), built by `laneConsumer` as the
  * worker builds a lane it leases (test/helpers/postgres-model-lanes.ts): over the PostgresViewStore,
  * reading its partition through readingAhead(readSegments), with the lane's offset name, and one
- * PostgresSuppressionList refreshed before every step (checkEveryMs 0, as on SQLite). The bound is
+ * PostgresSuppressionList read with the lane's offset row locked before every batch, as on SQLite. The bound is
  * the CLI's: queue_last_seq of the queue reader's lag. sc.hotLinks: the lanes' hot links, as a
  * worker's (merged-view/postgres-hot-links.ts: one set shared by the lanes, a data set's generation
  * bumped by the eraser).
@@ -598,12 +593,10 @@ function postgresProfile(sharded: boolean): ProfileKind {
         batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,
         mergeWindowMs: () => MERGE_WINDOW_MS,
         suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
+        syncSuppressions: () => suppressions.refresh(),
       }), sharded ? { sharded: sc.partitions, hotLinks: sc.hotLinks } : { hotLinks: sc.hotLinks });
-      const suppressions = new PostgresSuppressionList(pg.pool, { checkEveryMs: 0 });
-      const step = async (p: number) => {
-        await suppressions.refresh();
-        return pg.lanes[p]!.step();
-      };
+      const suppressions = new PostgresSuppressionList(pg.pool);
+      const step = (p: number) => pg.lanes[p]!.step();
       return {
         lanes: pg.lanes.length,
         lanesOf: pg.lanesOf,
