@@ -52,8 +52,9 @@
  *   time, and only those could be decided apart (merged but not linked, or linked but discarded), if
  *   the policy changes while the parts are apart over them;
  * - the suppression list changes only by `identities forget --suppress`, which holds every part at
- *   one queue position first (lifecycle-runner.ts) and releases them after the consumers' refresh
- *   interval twice over, so every part applies every record past that position under the new list.
+ *   one queue position before it stores the identifiers (lifecycle-runner.ts), and every part reads
+ *   the list under its write lock before each batch (view-consumer.ts syncSuppressions), so every
+ *   part applies every record past that position under the new list.
  *
  * Lifecycle (lifecycle/sharded-view-eraser.ts). A deletion (retention, `events delete`, `identities
  * forget`) touches a record's shard and its identity part, two files at different queue offsets.
