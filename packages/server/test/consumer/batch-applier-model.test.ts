@@ -6,7 +6,10 @@
  * their commit (and are applied again), must give, read through the partitioned view, what a
  * naive record-at-a-time reference of docs/guides/merged-view.md's rules gives (test/helpers/reference-view.ts):
  * every merged record, every identity key, every counter. The stores keep their hot state across
- * batches (merged-view/view-hot-state.ts) with random bounds (evictions included).
+ * batches (merged-view/view-hot-state.ts) with random bounds (evictions included). The sharded
+ * layout's property also queues each record with the merge window it was accepted under, changing
+ * over the queue, while the window the parts have at apply time drifts: the view must follow the
+ * queued windows (view-applier.ts mergeWindowOf), whatever positions the parts are at.
  *
  * Another property checks that the hot state is transparent when the file changes under it: the
  * lifecycle's erasers (lifecycle/sqlite-view-eraser.ts: a record deleted, an identity forgotten,
@@ -100,6 +103,15 @@ interface Part {
   readonly applier?: BatchApplier;
 }
 
+/** The sharded layout's 2P parts over these stores: P record shards, then P identity parts. */
+function shardedParts(shards: readonly ViewStore[], identities: readonly ViewStore[]): Part[] {
+  const p = shards.length;
+  return [
+    ...shards.map((store, k): Part => ({ store, accept: (_ds, r) => queuedRecordShard(r, p) === k, applier: applyRecordShard })),
+    ...identities.map((store, k): Part => ({ store, accept: (ds) => partitionAmong(ds, p) === k, applier: applyIdentityStage })),
+  ];
+}
+
 /**
  * Applies the queue with one consumer per part, stepped in the order `schedule` says, batches
  * failing as `failures` says, until every part is done.
@@ -176,7 +188,9 @@ const EXAMPLE: QueuedEvent = {
   userData: undefined, consentMmt: false, segments: undefined,
 };
 
-test('sharded layout (record shards + identity stage) = record-at-a-time reference, whatever P (1, 2, 4), batch sizes, interleavings of the parts and failed batches', { timeout: 300_000 }, async () => {
+const WINDOW_CHOICES = [0, 20 * 60_000, HOUR, 7 * 24 * HOUR];
+
+test('sharded layout (record shards + identity stage) = record-at-a-time reference, whatever P (1, 2, 4), batch sizes, interleavings of the parts, failed batches and policy changes between parts', { timeout: 300_000 }, async () => {
   const dir = tempDataDir('ecapi-model-sharded-');
   let run = 0;
   await fc.assert(
@@ -186,75 +200,22 @@ test('sharded layout (record shards + identity stage) = record-at-a-time referen
       fc.array(fc.boolean(), { maxLength: 6 }),
       fc.constantFrom(1, 2, 4),
       fc.array(fc.nat(7), { maxLength: 12 }),
-      async (items, batchSize, failures, p, schedule) => {
-        const records = toQueue(items);
+      // null: records queued without their window (before queues kept it), decided by the data set's
+      // window of the parts (constant). Otherwise the data sets' policies over the queue, the window
+      // changing every `epoch` records and queued with them, while the window each part has at apply
+      // time moves on with every batch, as a policy changed while the parts are at different queue
+      // positions would: what it says must not matter.
+      fc.option(fc.record({ windows: fc.array(fc.constantFrom(...WINDOW_CHOICES), { minLength: 1, maxLength: 6 }), epoch: fc.integer({ min: 1, max: 12 }) }), { nil: null }),
+      async (items, batchSize, failures, p, schedule, policies) => {
+        const records = policies ? toQueue(items, (i) => policies.windows[Math.floor(i / policies.epoch) % policies.windows.length]!) : toQueue(items);
         const n = run++;
         const shards = Array.from({ length: p }, (_, k) => new SqliteViewStore(join(dir, `view-${n}-s${k}.db`)));
         const identities = Array.from({ length: p }, (_, k) => new SqliteViewStore(join(dir, `view-${n}-i${k}.db`)));
         const view = new ShardedViewStore(shards, identities);
-        try {
-          await applyParts(
-            [
-              ...shards.map((store, k): Part => ({ store, accept: (_ds, r) => queuedRecordShard(r, p) === k, applier: applyRecordShard })),
-              ...identities.map((store, k): Part => ({ store, accept: (ds) => partitionAmong(ds, p) === k, applier: applyIdentityStage })),
-            ],
-            records, batchSize, failures, schedule,
-          );
-          await assertMatchesReference(view, records);
-        } finally {
-          await view.close();
-        }
-      },
-    ),
-    {
-      numRuns: Number(process.env.MODEL_RUNS ?? 150),
-      // A re-send that arrived before the first copy moves first_received_at back, so that a third
-      // copy 61 minutes after it (59 after the first) is past ds-b's 1 h window: the identity stage
-      // must keep first_received_at as the shard does, or it links what the shard discarded.
-      examples: [[
-        [
-          { ...EXAMPLE, id: 'e1', advance: 0 },
-          { ...EXAMPLE, id: 'e1', advance: -2 },
-          { ...EXAMPLE, id: 'e1', advance: 61, userData: { customer_identifier: 'cust-2' } },
-        ],
-        70, [], 2, [],
-      ]],
-    },
-  );
-});
-
-test('sharded layout: each re-send is decided by the merge window queued with it, whatever window the parts have when they apply it (policy changes between parts)', { timeout: 300_000 }, async () => {
-  const dir = tempDataDir('ecapi-model-windows-');
-  let run = 0;
-  const WINDOW_CHOICES = [0, 20 * 60_000, HOUR, 7 * 24 * HOUR];
-  await fc.assert(
-    fc.asyncProperty(
-      fc.array(queuedEvent, { minLength: 1, maxLength: 60 }),
-      fc.integer({ min: 1, max: 70 }),
-      fc.array(fc.boolean(), { maxLength: 6 }),
-      fc.constantFrom(1, 2, 4),
-      fc.array(fc.nat(7), { maxLength: 12 }),
-      // The data sets' policies over the queue: every `epoch` records the window changes.
-      fc.array(fc.constantFrom(...WINDOW_CHOICES), { minLength: 1, maxLength: 6 }),
-      fc.integer({ min: 1, max: 12 }),
-      async (items, batchSize, failures, p, schedule, windows, epoch) => {
-        const records = toQueue(items, (i) => windows[Math.floor(i / epoch) % windows.length]!);
-        const n = run++;
-        const shards = Array.from({ length: p }, (_, k) => new SqliteViewStore(join(dir, `view-${n}-s${k}.db`)));
-        const identities = Array.from({ length: p }, (_, k) => new SqliteViewStore(join(dir, `view-${n}-i${k}.db`)));
-        const view = new ShardedViewStore(shards, identities);
-        // The window each part has at apply time moves on with every batch, as a policy changed
-        // while the parts are at different queue positions would: what it says must not matter.
         let asked = 0;
         const drifting = () => WINDOW_CHOICES[asked++ % WINDOW_CHOICES.length]!;
         try {
-          await applyParts(
-            [
-              ...shards.map((store, k): Part => ({ store, accept: (_ds, r) => queuedRecordShard(r, p) === k, applier: applyRecordShard })),
-              ...identities.map((store, k): Part => ({ store, accept: (ds) => partitionAmong(ds, p) === k, applier: applyIdentityStage })),
-            ],
-            records, batchSize, failures, schedule, { mergeWindowMs: drifting },
-          );
+          await applyParts(shardedParts(shards, identities), records, batchSize, failures, schedule, policies ? { mergeWindowMs: drifting } : {});
           await assertMatchesReference(view, records);
         } finally {
           await view.close();
@@ -262,17 +223,31 @@ test('sharded layout: each re-send is decided by the merge window queued with it
       },
     ),
     {
-      numRuns: Number(process.env.MODEL_RUNS ?? 150),
-      // A re-send 30 minutes after its first copy, accepted under a 20-minute window (discarded),
-      // then a 1 h window: each part decides it by the window queued with it, not by its own.
-      examples: [[
+      numRuns: Number(process.env.MODEL_RUNS ?? 200),
+      examples: [
+        // A re-send that arrived before the first copy moves first_received_at back, so that a third
+        // copy 61 minutes after it (59 after the first) is past ds-b's 1 h window: the identity stage
+        // must keep first_received_at as the shard does, or it links what the shard discarded.
         [
-          { ...EXAMPLE, id: 'e1', advance: 0 },
-          { ...EXAMPLE, id: 'e1', advance: 30, userData: { customer_identifier: 'cust-2' } },
-          { ...EXAMPLE, id: 'e1', advance: 1, userData: { customer_identifier: 'cust-3' } },
+          [
+            { ...EXAMPLE, id: 'e1', advance: 0 },
+            { ...EXAMPLE, id: 'e1', advance: -2 },
+            { ...EXAMPLE, id: 'e1', advance: 61, userData: { customer_identifier: 'cust-2' } },
+          ],
+          70, [], 2, [], null,
         ],
-        1, [], 2, [0, 3, 1], [20 * 60_000, HOUR], 2,
-      ]],
+        // A re-send 30 minutes after its first copy, accepted under a 20-minute window (discarded),
+        // then one under a 1 h window (merged): each part decides them by the window queued with
+        // them, not by its own.
+        [
+          [
+            { ...EXAMPLE, id: 'e1', advance: 0 },
+            { ...EXAMPLE, id: 'e1', advance: 30, userData: { customer_identifier: 'cust-2' } },
+            { ...EXAMPLE, id: 'e1', advance: 1, userData: { customer_identifier: 'cust-3' } },
+          ],
+          1, [], 2, [0, 3, 1], { windows: [20 * 60_000, HOUR], epoch: 2 },
+        ],
+      ],
     },
   );
 });
@@ -298,10 +273,7 @@ test('sharded layout held at one queue position (the lifecycle fence) = the refe
         const shards = shardFiles.map((file) => new SqliteViewStore(file));
         const identities = identityFiles.map((file) => new SqliteViewStore(file));
         const view = new ShardedViewStore(shards, identities);
-        const parts = [
-          ...shards.map((store, k): Part => ({ store, accept: (_ds, r) => queuedRecordShard(r, p) === k, applier: applyRecordShard })),
-          ...identities.map((store, k): Part => ({ store, accept: (ds) => partitionAmong(ds, p) === k, applier: applyIdentityStage })),
-        ];
+        const parts = shardedParts(shards, identities);
         const fences = [...shardFiles, ...identityFiles].map((file) => new SqliteViewEraser(file));
         try {
           // The parts go their own ways for a while (failed batches included), then are held together.

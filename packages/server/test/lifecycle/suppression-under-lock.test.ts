@@ -24,6 +24,7 @@ import { recordKeyForId } from '../../src/merged-view/merge.js';
 import { viewPartitionFile } from '../../src/merged-view/sqlite-view-layout.js';
 import { SqliteViewStore } from '../../src/merged-view/sqlite-view-store.js';
 import { createLogger } from '../../src/observability/logger.js';
+import type { QueueAppend } from '../../src/queue/event-queue.js';
 import { sha } from '../helpers/event-generator.js';
 import { openEmbeddedModelRun } from '../helpers/embedded-model-run.js';
 import { tempDataDir } from '../helpers/server-process.js';
@@ -36,6 +37,15 @@ import { pgOnly } from '../helpers/postgres.js';
 
 const WEEK_MS = 7 * 86_400_000;
 const noDataSets = { listDataSets: async () => [] } as unknown as ControlPlane;
+
+/** A purchase `id` of data set `shop` carrying the person's email hash, as the serving process queues it. */
+function purchaseOf(id: string, email: string): QueueAppend {
+  return {
+    requestId: `req-${id}`, keyId: 'key_test', dataSetId: 'shop', receivedAt: Date.now(), policyVersion: 1, mergeWindowMs: WEEK_MS,
+    events: [{ data_set_id: 'shop', id, timestamp: Math.floor(Date.now() / 1000), event_type: 'purchase', user_data: { email_address: [email] } }],
+    metas: [undefined],
+  };
+}
 
 test('a batch that read a re-send before forget --suppress and takes the write lock after its deletions applies under the new list', { timeout: 60_000 }, async () => {
   const dataDir = tempDataDir('ecapi-suppress-lock-');
@@ -65,12 +75,7 @@ test('a batch that read a re-send before forget --suppress and takes the write l
   const backend = new SqliteLifecycleBackend(dataDir, 'production');
   const runner = new LifecycleRunner({ backend, controlPlane: noDataSets, logger: createLogger({ level: 'silent' }), minFreeBytes: 0 });
   const email = sha('forget-me@example.com');
-  const append = (id: string) =>
-    queue.append({
-      requestId: `req-${id}`, keyId: 'key_test', dataSetId: 'shop', receivedAt: Date.now(), policyVersion: 1, mergeWindowMs: WEEK_MS,
-      events: [{ data_set_id: 'shop', id, timestamp: Math.floor(Date.now() / 1000), event_type: 'purchase', user_data: { email_address: [email] } }],
-      metas: [undefined],
-    });
+  const append = (id: string) => queue.append(purchaseOf(id, email));
   try {
     const first = await append('order-1');
     await consumer.drain();
@@ -128,12 +133,7 @@ test('PostgreSQL: a batch applied under the old list while a forget --suppress r
   });
   const runner = new LifecycleRunner({ backend: pg.lifecycle, controlPlane: noDataSets, logger: createLogger({ level: 'silent' }), minFreeBytes: 0 });
   const email = sha('forget-me-too@example.com');
-  const append = (id: string) =>
-    pg.queue.append({
-      requestId: `req-${id}`, keyId: 'key_test', dataSetId: 'shop', receivedAt: Date.now(), policyVersion: 1, mergeWindowMs: WEEK_MS,
-      events: [{ data_set_id: 'shop', id, timestamp: Math.floor(Date.now() / 1000), event_type: 'purchase', user_data: { email_address: [email] } }],
-      metas: [undefined],
-    });
+  const append = (id: string) => pg.queue.append(purchaseOf(id, email));
   try {
     const first = await append('order-1');
     await consumer.drain();
