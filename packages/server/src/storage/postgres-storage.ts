@@ -36,6 +36,7 @@ export class PostgresStorage implements Storage {
   readonly #pool: Pool;
   #limitsPool: Pool | null = null;
   #queuePool: Pool | null = null;
+  #suppressionPool: Pool | null = null;
   #control: ControlPlane | null = null;
   #view: PostgresViewStore | null = null;
   #lifecycle: PostgresLifecycleBackend | null = null;
@@ -113,7 +114,10 @@ export class PostgresStorage implements Storage {
     // The consumer's store keeps its lanes' identifier links in memory (merged-view/postgres-hot-links.ts).
     return runPartitionedConsumer(this.#pool, this.viewStore().withHotLinks(options.viewHotLinks ?? DEFAULT_HOT_LINKS), {
       ...options,
-      suppressions: new PostgresSuppressionList(this.#pool),
+      // A pool of its own: every batch reads the list inside its transaction (consumer/view-consumer.ts
+      // syncSuppressions) while it holds a connection of the main pool, so from the main pool lanes
+      // holding all its connections would each wait for another one (until the connect timeout).
+      suppressions: new PostgresSuppressionList((this.#suppressionPool ??= createPool(this.#url, this.#env, { max: 1, applicationName: 'ecapi-ingest suppressions' }))),
       workerId: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
       env: this.#env,
     });
@@ -130,7 +134,8 @@ export class PostgresStorage implements Storage {
     await new Promise((resolve) => setTimeout(resolve, this.#limitsPool ? 50 : 0));
     await this.#limitsPool?.end();
     await this.#queuePool?.end();
+    await this.#suppressionPool?.end();
     await this.#pool.end();
-    this.#limitsPool = this.#queuePool = null;
+    this.#limitsPool = this.#queuePool = this.#suppressionPool = null;
   }
 }
