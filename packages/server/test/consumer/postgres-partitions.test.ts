@@ -16,6 +16,8 @@ import { VIEW_CONSUMER } from '../../src/model/consumer-offsets.js';
 import { recordKeyForId } from '../../src/merged-view/merge.js';
 import type { QueueAppend } from '../../src/queue/event-queue.js';
 import { freshDatabase, pgOnly } from '../helpers/postgres.js';
+import { tempDataDir } from '../helpers/server-process.js';
+import { PostgresStorage } from '../../src/storage/postgres-storage.js';
 import { queuePartitionOf } from '../../src/postgres/partitions.js';
 
 const append = (dataSetId: string, id: string): QueueAppend => ({
@@ -158,5 +160,34 @@ test('PostgreSQL: idle lanes leave the queue alone while their partition gets no
     await queue.close();
     await store.close();
     await pool.end();
+  }
+});
+
+test('PostgreSQL: busy lanes on a small pool never wait for one another (the suppression list reads from a pool of its own)', pgOnly, async () => {
+  // Every batch reads the suppression list inside its transaction (view-consumer.ts syncSuppressions).
+  // From the worker's main pool, two lanes holding both of its connections would each wait for a
+  // third until the connect timeout, and their batches would fail.
+  const url = await freshDatabase('lanes_pool');
+  await migrate(url, 'production');
+  const storage = new PostgresStorage(url, tempDataDir('ecapi-lanes-pool-'), 'production', { poolSize: 2 });
+  const lines: string[] = [];
+  const logger = createLogger({ level: 'warn', destination: { write: (line: string) => void lines.push(line) } });
+  const queue = storage.openQueue();
+  const dataSets = ['a', 'b', 'c', 'd', 'e', 'f'].filter((ds, i, all) => all.findIndex((o) => queuePartitionOf(o) === queuePartitionOf(ds)) === i).slice(0, 4);
+  assert.equal(dataSets.length, 4, 'four data sets in four partitions');
+  for (const ds of dataSets) {
+    for (let i = 0; i < 20; i++) await queue.append({ ...append(ds, `${ds}-${i}`), events: Array.from({ length: 50 }, (_, j) => ({ data_set_id: ds, id: `${ds}-${i}-${j}`, timestamp: 1_700_000_000, event_type: 'purchase' })), metas: Array.from({ length: 50 }, () => undefined) });
+  }
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const run = storage.runConsumer({ logger, stopped, batchSize: 100, pollMs: 10, mergeWindowMs: () => 0 });
+  const reader = storage.queueReader();
+  try {
+    await until('every record applied', async () => (await reader.lag(Date.now())).lag_records === 0);
+    assert.deepEqual(lines.filter((l) => l.includes('consumer batch failed')), [], 'no batch failed');
+  } finally {
+    stop();
+    await run;
+    await storage.close();
   }
 });
