@@ -53,7 +53,7 @@
  *   the policy changes while the parts are apart over them;
  * - the suppression list changes only by `identities forget --suppress`, which holds every part at
  *   one queue position before it stores the identifiers (lifecycle-runner.ts), and every part reads
- *   the list under its write lock before each batch (view-consumer.ts syncSuppressions), so every
+ *   the list under its write lock before each batch (view-consumer.ts), so every
  *   part applies every record past that position under the new list.
  *
  * Lifecycle (lifecycle/sharded-view-eraser.ts). A deletion (retention, `events delete`, `identities
@@ -96,7 +96,7 @@ export async function applyIdentityStage(tx: ViewTransaction, records: readonly 
   for (const p of prepared) {
     const { record } = p;
     const dataSetId = record.data_set_id;
-    if (options.suppressed?.(dataSetId, p.identifiers)) continue;
+    if (options.suppressions?.suppressed(dataSetId, p.identifiers)) continue;
     const existing = current.get(p.pk) ?? stored.get(p.pk);
     const windowMs = mergeWindowOf(options, windows, record);
     // record-merge.ts mergeStep's rule, on the stage's own first_received_at.

@@ -115,9 +115,7 @@ class LeasedPartitions implements PartitionAssignment {
     const consumer = laneConsumer(this.#pool, this.#store, lane, {
       batchSize: this.#options.batchSize,
       mergeWindowMs: this.#options.mergeWindowMs,
-      ...(suppressions
-        ? { suppressed: (dataSetId: string, identifiers: readonly string[]) => suppressions.suppressed(dataSetId, identifiers), syncSuppressions: () => suppressions.refresh() }
-        : {}),
+      ...(suppressions ? { suppressions } : {}),
     });
     return skippingWhileIdle({ name: laneName(lane), step: () => consumer.step() }, part, this.#head);
   }

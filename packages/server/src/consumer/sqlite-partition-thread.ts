@@ -60,8 +60,7 @@ const consumer = new ViewConsumer(store, source, {
   batchSize: data.batchSize,
   ...(applier ? { applier } : {}),
   mergeWindowMs: (dataSetId) => windows.get(dataSetId) ?? defaultWindowMs,
-  suppressed: (dataSetId, identifiers) => suppressions.suppressed(dataSetId, identifiers),
-  syncSuppressions: () => suppressions.refresh(),
+  suppressions,
 });
 
 port.on('message', (message: PartitionThreadMessage) => {

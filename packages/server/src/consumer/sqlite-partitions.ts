@@ -138,8 +138,7 @@ class LocalPartition implements PartitionStepper {
     this.#consumer = new ViewConsumer(this.#store, this.#source, {
       batchSize: options.batchSize,
       mergeWindowMs: (dataSetId) => new Map(options.windows()).get(dataSetId) ?? defaultWindowMs,
-      suppressed: (dataSetId, identifiers) => this.#suppressions.suppressed(dataSetId, identifiers),
-      syncSuppressions: () => this.#suppressions.refresh(),
+      suppressions: this.#suppressions,
     });
     return this.#consumer;
   }

@@ -17,6 +17,7 @@
  * (test/consumer/batch-applier-model.test.ts checks this against a record-at-a-time reference).
  */
 import { hourOf } from '../model/hourly-counters.js';
+import type { SuppressionFilter } from '../lifecycle/lifecycle-backend.js';
 import type { MergedRecord, ViewTransaction } from '../merged-view/view-store.js';
 import type { QueueRecord } from '../queue/event-queue.js';
 import { loadBatch, type PreparedRecord } from './batch-loading.js';
@@ -31,11 +32,12 @@ export interface ApplyOptions {
    */
   mergeWindowMs(dataSetId: string): number;
   /**
-   * Whether a record with these identifiers is suppressed (`identities forget --suppress`,
-   * lifecycle/sqlite-lifecycle-store.ts SuppressionList): it is counted (`suppressed`) and dropped
-   * before the merged view. Depends on the list when applied, not on the queue alone.
+   * The suppression list (`identities forget --suppress`, lifecycle/lifecycle-backend.ts
+   * SuppressionFilter): a record carrying a suppressed identifier is counted (`suppressed`) and dropped
+   * before the merged view. ViewConsumer refreshes it under the view's write lock before every batch
+   * (view-consumer.ts), so it depends on the list when applied, never on a clock.
    */
-  suppressed?(dataSetId: string, identifiers: readonly string[]): boolean;
+  readonly suppressions?: SuppressionFilter;
 }
 
 export interface BatchResult {
@@ -109,7 +111,7 @@ export function countedMergeStep(
   const dataSetId = p.record.data_set_id;
   const arrivalHour = hourOf(p.record.received_at);
   counters.add(dataSetId, arrivalHour, 'received', 1);
-  if (options.suppressed?.(dataSetId, p.identifiers)) {
+  if (options.suppressions?.suppressed(dataSetId, p.identifiers)) {
     counters.add(dataSetId, arrivalHour, 'suppressed', 1);
     return null;
   }

@@ -38,18 +38,6 @@ export interface ConsumerOptions extends ApplyOptions {
   readonly consumer?: string;
   /** Default: applyRecords (view-applier.ts); the sharded layout's parts: record-shard-applier.ts, identity-stage-applier.ts. */
   readonly applier?: BatchApplier;
-  /**
-   * Brings the suppression list (`suppressed`) up to date with every suppression stored before now
-   * (lifecycle/sqlite-lifecycle-store.ts SuppressionList, PostgresSuppressionList). Called under the
-   * view's write lock (SQLite: BEGIN IMMEDIATE; PostgreSQL: the lane's offset row locked), after the
-   * offset and fence checks, before a batch is applied. `identities forget --suppress` stores the
-   * suppression before its view deletions, which take the same lock (lifecycle-runner.ts,
-   * postgres-view-eraser.ts): a deletion that ran before this batch took the lock had its suppression
-   * stored first, so the batch applies under it; one that runs after deletes what the batch applied.
-   * So nothing of the person comes back, however long a batch waited between reading the queue and
-   * taking the lock (a consumer at nice 10 on a saturated machine), with no clock in the argument.
-   */
-  readonly syncSuppressions?: () => Promise<void> | void;
 }
 
 export const DEFAULT_BATCH_SIZE = 2000;
@@ -109,7 +97,15 @@ export class ViewConsumer {
           nextSeq = fence + 1;
         }
       }
-      if (records.length > 0) await this.#options.syncSuppressions?.();
+      // The suppression list as it is now, read under the write lock (SQLite: BEGIN IMMEDIATE;
+      // PostgreSQL: the lane's offset row locked). `identities forget --suppress` stores the
+      // suppression before its view deletions, which take the same lock (lifecycle-runner.ts,
+      // postgres-view-eraser.ts): a deletion that ran before this batch took the lock had its
+      // suppression stored first, so the batch applies under it; one that runs after deletes what the
+      // batch applied. So nothing of the person comes back, however long the batch waited between
+      // reading the queue and taking the lock (a consumer at nice 10 on a saturated machine), with no
+      // clock in the argument.
+      if (records.length > 0) await this.#options.suppressions?.refresh();
       const result = records.length > 0 ? await (this.#options.applier ?? applyRecords)(tx, records, this.#options) : { records: 0, created: 0, merged: 0, discarded: 0 };
       await tx.setOffset(this.#name, nextSeq);
       return { ...result, nextSeq, moved: true };

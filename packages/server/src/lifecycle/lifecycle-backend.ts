@@ -313,14 +313,14 @@ export interface LifecycleBackend {
  * How often consumers of versions before the check under the write lock looked for a changed
  * suppression list (at most; before a batch). The runner still waits twice this long after storing a
  * suppression before its view deletions, for such consumers while versions are mixed during an
- * upgrade; consumers of this version need no wait (consumer/view-consumer.ts syncSuppressions).
+ * upgrade; consumers of this version need no wait (consumer/view-consumer.ts).
  */
 export const SUPPRESSION_REFRESH_MS = 500;
 
 /**
  * What a consumer checks before applying a record (view-applier.ts `suppressed`): digests by data
  * set, reloaded by `refresh` when the store's version moved; the consumer refreshes under the view's
- * write lock before every batch (view-consumer.ts syncSuppressions).
+ * write lock before every batch (view-consumer.ts).
  */
 export interface SuppressionFilter {
   refresh(): Promise<void> | void;

@@ -12,7 +12,7 @@
  * and its other identifiers would never be found), then every record of the identity goes, those of
  * events sent after the request and applied meanwhile too; what the consumer applies after that is
  * dropped (view-applier.ts `suppressed`): a batch reads the list under the view's write lock, which
- * the view deletions take too (consumer/view-consumer.ts syncSuppressions), so no batch applies under
+ * the view deletions take too (consumer/view-consumer.ts), so no batch applies under
  * the old list after them, however long it waited (no clock in the argument).
  *
  * What a request covers (issue 29, docs "Data lifecycle"): the events queued up to B, in the queue
@@ -249,7 +249,7 @@ export class LifecycleRunner {
         // --suppress: the person's identifiers are suppressed first, then their records go, all of
         // them: those of events sent after the request and applied before now included. None can be
         // added after: a consumer batch reads the list under the view's write lock, which the
-        // deletions take too (view-consumer.ts syncSuppressions), so a batch either committed before
+        // deletions take too (view-consumer.ts), so a batch either committed before
         // the deletions (and is deleted) or applies under the new list (what is suppressed is dropped
         // before the view; the queued copies stay until queue retention). The wait is for consumers
         // of older versions, which looked at the list every SUPPRESSION_REFRESH_MS (mixed versions

@@ -220,7 +220,7 @@ export class PostgresLifecycleStore implements LifecycleStore {
 /**
  * The suppression list of a PostgreSQL consumer: reloaded when `lifecycle_meta.version` moved. The
  * consumer calls `refresh` with its lane's offset row locked before every batch
- * (consumer/view-consumer.ts syncSuppressions), so `pool` must not be the one the batches hold their
+ * (consumer/view-consumer.ts), so `pool` must not be the one the batches hold their
  * connections from (storage/postgres-storage.ts gives it a pool of its own); concurrent calls are
  * fine (each returns with at least the version it read loaded).
  */

@@ -296,9 +296,9 @@ export class PostgresViewEraser implements ViewEraser {
         // First page: the data set's lanes wait for this transaction, and a batch in flight commits
         // before it, so every batch that applied under the suppression list as it was before the
         // request's suppression is visible to this scan, and every later batch takes its lane's row
-        // after the suppression was stored and applies under it (consumer/view-consumer.ts
-        // syncSuppressions). Offset rows first, in one order: a batch locks its own row before any
-        // view row, so this cannot deadlock with one.
+        // after the suppression was stored and applies under it (consumer/view-consumer.ts). Offset
+        // rows first, in one order: a batch locks its own row before any view row, so this cannot
+        // deadlock with one.
         const lane = partitionConsumer(VIEW_CONSUMER, queuePartitionOf(dataSetId));
         await db.query(`SELECT 1 FROM consumer_offsets WHERE consumer = $1 OR starts_with(consumer, $1 || '/') ORDER BY consumer FOR UPDATE`, [lane]);
       }

@@ -199,7 +199,7 @@ export class SqliteLifecycleStore implements LifecycleStore {
 /**
  * The suppression list as a consumer thread sees it: digests by data set, reloaded when the
  * store's version moved. The consumer calls `refresh` under the view's write lock before every
- * batch (consumer/view-consumer.ts syncSuppressions).
+ * batch (consumer/view-consumer.ts).
  */
 export class SuppressionList implements SuppressionFilter {
   readonly #file: string;

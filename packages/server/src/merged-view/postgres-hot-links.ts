@@ -147,5 +147,4 @@ export class PostgresHotLinks {
       await db.query('CLOSE ecapi_hot_links');
     }
   }
-
 }

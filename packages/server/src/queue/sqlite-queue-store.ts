@@ -55,27 +55,16 @@ export function rowEvents(row: SegmentRow, logDir: string): string | Buffer {
   return readLoggedBody(logDir, { fileNo: row.body_file, offset: row.body_offset!, length: row.body_length! });
 }
 
-/** The body log's columns (nullable: rows stored inline leave them NULL), on new and older files alike. */
-function addBodyLogColumns(db: Database.Database): void {
-  const hasColumns = () => (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('queue_segments') as string[]).includes('body_file');
-  if (hasColumns()) return;
-  db.transaction(() => {
-    if (hasColumns()) return; // another process added them while this one waited for the lock
-    for (const column of ['body_file', 'body_offset', 'body_length']) db.exec(`ALTER TABLE queue_segments ADD COLUMN ${column} INTEGER`);
-  }).immediate();
-}
-
 /**
- * The merge window each segment was accepted under (event-queue.ts QueueAppend.mergeWindowMs),
- * nullable: segments queued before the column keep NULL. Added on open to older files, as the body
- * log's columns are.
+ * Nullable INTEGER columns of queue_segments that files made before them lack, added on open (rows
+ * stored before keep NULL): `columns` go together, and the first of them says whether they are there.
  */
-function addMergeWindowColumn(db: Database.Database): void {
-  const hasColumn = () => (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('queue_segments') as string[]).includes('merge_window_ms');
-  if (hasColumn()) return;
+function addSegmentColumns(db: Database.Database, columns: readonly string[]): void {
+  const present = () => (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('queue_segments') as string[]).includes(columns[0]!);
+  if (present()) return;
   db.transaction(() => {
-    if (hasColumn()) return; // another process added it while this one waited for the lock
-    db.exec('ALTER TABLE queue_segments ADD COLUMN merge_window_ms INTEGER');
+    if (present()) return; // another process added them while this one waited for the lock
+    for (const column of columns) db.exec(`ALTER TABLE queue_segments ADD COLUMN ${column} INTEGER`);
   }).immediate();
 }
 
@@ -163,8 +152,10 @@ export function openQueueDatabase(file: string, options: { readonly?: boolean } 
       // leave no old copy in free space (issue 29; cost measured in bench/README.md).
       db.pragma('secure_delete = ON');
       db.exec(QUEUE_SCHEMA);
-      addBodyLogColumns(db);
-      addMergeWindowColumn(db);
+      // The body log's (rows stored inline leave them NULL), and the merge window each segment was
+      // accepted under (event-queue.ts QueueAppend.mergeWindowMs; NULL: queued before the column).
+      addSegmentColumns(db, ['body_file', 'body_offset', 'body_length']);
+      addSegmentColumns(db, ['merge_window_ms']);
       addAcceptedCounts(db);
     }
   } catch (error) {

@@ -114,9 +114,9 @@ export class PostgresStorage implements Storage {
     // The consumer's store keeps its lanes' identifier links in memory (merged-view/postgres-hot-links.ts).
     return runPartitionedConsumer(this.#pool, this.viewStore().withHotLinks(options.viewHotLinks ?? DEFAULT_HOT_LINKS), {
       ...options,
-      // A pool of its own: every batch reads the list inside its transaction (consumer/view-consumer.ts
-      // syncSuppressions) while it holds a connection of the main pool, so from the main pool lanes
-      // holding all its connections would each wait for another one (until the connect timeout).
+      // A pool of its own: every batch reads the list inside its transaction (consumer/view-consumer.ts)
+      // while it holds a connection of the main pool, so from the main pool lanes holding all its
+      // connections would each wait for another one (until the connect timeout).
       suppressions: new PostgresSuppressionList((this.#suppressionPool ??= createPool(this.#url, this.#env, { max: 1, applicationName: 'ecapi-ingest suppressions' }))),
       workerId: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
       env: this.#env,

@@ -164,7 +164,7 @@ test('PostgreSQL: idle lanes leave the queue alone while their partition gets no
 });
 
 test('PostgreSQL: busy lanes on a small pool never wait for one another (the suppression list reads from a pool of its own)', pgOnly, async () => {
-  // Every batch reads the suppression list inside its transaction (view-consumer.ts syncSuppressions).
+  // Every batch reads the suppression list inside its transaction (view-consumer.ts).
   // From the worker's main pool, two lanes holding both of its connections would each wait for a
   // third until the connect timeout, and their batches would fail.
   const url = await freshDatabase('lanes_pool');

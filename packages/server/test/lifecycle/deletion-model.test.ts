@@ -40,7 +40,7 @@
  * On all, the LifecycleRunner's `tick()` is the worker's path for a pending request, and the
  * request is recorded as the CLI records it (lifecycle-commands.ts: bound = the queue's last
  * sequence number). Every consumer reads the suppression list under its view's write lock before
- * each batch, as the worker's do (consumer/view-consumer.ts syncSuppressions), so the outcome never
+ * each batch, as the worker's do (consumer/view-consumer.ts), so the outcome never
  * depends on the clock; the runner's data-set list (used by view retention only) is empty.
  *
  * A scenario: 2-4 users with 1-3 hashed identifiers each; events with ids from a small pool (so
@@ -107,6 +107,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import type { AppendReceipt, QueueAppend, QueueRecord } from '../../src/queue/event-queue.js';
 import { lastQueuedSeq, openQueueDatabase } from '../../src/queue/sqlite-queue-store.js';
 import { pgOnly } from '../helpers/postgres.js';
+import { createPool } from '../../src/postgres/database.js';
 import { tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { openEmbeddedModelRun } from '../helpers/embedded-model-run.js';
 import { assertIdentities, DataSetIdentities, linkRecord, mapOf } from '../helpers/identity-linking-model.js';
@@ -458,8 +459,7 @@ function sqliteProfile(): ProfileKind {
         const consumer = new ViewConsumer(store, source, {
           batchSize: sc.batchSizes[p]!,
           mergeWindowMs: () => MERGE_WINDOW_MS,
-          suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
-          syncSuppressions: () => suppressions.refresh(),
+          suppressions,
         });
         return { store, source, suppressions, consumer };
       });
@@ -516,8 +516,7 @@ function shardedProfile(): ProfileKind {
       const sharded = openShardedParts(queueFile, viewFile, P, (lane) => ({
         batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,
         mergeWindowMs: () => MERGE_WINDOW_MS,
-        suppressed: (ds, identifiers) => suppressions[lane]!.suppressed(ds, identifiers),
-        syncSuppressions: () => suppressions[lane]!.refresh(),
+        suppressions: suppressions[lane]!,
       }), sc.hotLinks);
       const backend = new SqliteLifecycleBackend(dataDir, ENV);
       const step = (lane: number) => sharded.parts[lane]!.consumer.step();
@@ -589,13 +588,14 @@ function postgresProfile(sharded: boolean): ProfileKind {
   return {
     async open(sc, dataSets) {
       url = await resetModelDatabase(url, sharded ? 'deletion_model_sharded' : 'deletion_model', ENV);
+      // As the worker's: a pool of its own, since the lanes read the list inside their transactions.
+      const listPool = createPool(url, ENV, { max: 1 });
+      const suppressions = new PostgresSuppressionList(listPool);
       const pg = await openModelLanes(url, ENV, dataSets, (lane) => ({
         batchSize: sc.batchSizes[lane % sc.batchSizes.length]!,
         mergeWindowMs: () => MERGE_WINDOW_MS,
-        suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
-        syncSuppressions: () => suppressions.refresh(),
+        suppressions,
       }), sharded ? { sharded: sc.partitions, hotLinks: sc.hotLinks } : { hotLinks: sc.hotLinks });
-      const suppressions = new PostgresSuppressionList(pg.pool);
       const step = (p: number) => pg.lanes[p]!.step();
       return {
         lanes: pg.lanes.length,
@@ -611,7 +611,10 @@ function postgresProfile(sharded: boolean): ProfileKind {
         readQueue: (ds) => pg.queue.read({ fromSeq: 1, limit: 10_000, dataSetId: ds }),
         view: pg.view,
         ...(sharded ? { unpairedRecords: pg.unpairedRecords } : {}),
-        close: () => pg.close(),
+        async close() {
+          await pg.close();
+          await listPool.end();
+        },
       };
     },
     async dispose() {},

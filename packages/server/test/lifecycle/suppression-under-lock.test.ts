@@ -1,6 +1,6 @@
 /**
  * `identities forget --suppress` against a consumer batch caught between its queue read and its
- * write lock (consumer/view-consumer.ts syncSuppressions): the batch read a re-send of the person's
+ * write lock (consumer/view-consumer.ts): the batch read a re-send of the person's
  * events with the suppression list as it was before the request, then (a consumer at nice 10 on a
  * saturated machine) did not get the CPU until the request had stored its suppression, deleted the
  * person's records and finished. When it takes the view's write lock it must apply under the new
@@ -34,6 +34,7 @@ import { partitionConsumer, VIEW_CONSUMER } from '../../src/model/consumer-offse
 import { queuePartitionOf } from '../../src/postgres/partitions.js';
 import { openModelLanes, resetModelDatabase } from '../helpers/postgres-model-lanes.js';
 import { pgOnly } from '../helpers/postgres.js';
+import { createPool } from '../../src/postgres/database.js';
 
 const WEEK_MS = 7 * 86_400_000;
 const noDataSets = { listDataSets: async () => [] } as unknown as ControlPlane;
@@ -69,8 +70,7 @@ test('a batch that read a re-send before forget --suppress and takes the write l
   const consumer = new ViewConsumer(store, source, {
     batchSize: 100,
     mergeWindowMs: () => WEEK_MS,
-    suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
-    syncSuppressions: () => suppressions.refresh(),
+    suppressions,
   });
   const backend = new SqliteLifecycleBackend(dataDir, 'production');
   const runner = new LifecycleRunner({ backend, controlPlane: noDataSets, logger: createLogger({ level: 'silent' }), minFreeBytes: 0 });
@@ -114,15 +114,16 @@ test('a batch that read a re-send before forget --suppress and takes the write l
 test('PostgreSQL: a batch applied under the old list while a forget --suppress runs is deleted by it (the eraser waits for the lane)', { ...pgOnly, timeout: 90_000 }, async () => {
   const url = await resetModelDatabase(null, 'suppression_under_lock', 'production');
   const pg = await openModelLanes(url, 'production', ['shop'], () => ({ batchSize: 100, mergeWindowMs: () => WEEK_MS }));
-  const suppressions = new PostgresSuppressionList(pg.pool);
+  // As the worker's: a pool of its own, since the batch reads the list inside its transaction.
+  const listPool = createPool(url, 'production', { max: 1 });
+  const suppressions = new PostgresSuppressionList(listPool);
   /** Runs inside a batch's transaction, after it applied its records, before its commit. */
   let beforeCommit: (() => Promise<void>) | null = null;
   const consumer = new ViewConsumer(pg.view, { read: (fromSeq, limit) => pg.queue.read({ fromSeq, limit }), close: async () => {} }, {
     consumer: partitionConsumer(VIEW_CONSUMER, queuePartitionOf('shop')),
     batchSize: 100,
     mergeWindowMs: () => WEEK_MS,
-    suppressed: (ds, identifiers) => suppressions.suppressed(ds, identifiers),
-    syncSuppressions: () => suppressions.refresh(),
+    suppressions,
     applier: async (tx, records, options) => {
       const result = await applyRecords(tx, records, options);
       const hook = beforeCommit;
@@ -172,5 +173,6 @@ test('PostgreSQL: a batch applied under the old list while a forget --suppress r
     assert.equal(await pg.view.getRecord('shop', recordKeyForId('order-3')), null, 'order-3 applied after the request');
   } finally {
     await pg.close();
+    await listPool.end();
   }
 });
