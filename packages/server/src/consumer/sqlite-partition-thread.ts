@@ -33,10 +33,6 @@ export interface PartitionThreadData {
    * (identity-stage-applier.ts), record shard `partition` of `partitions` or identity part `partition`.
    */
   readonly role?: 'data-sets' | 'records' | 'identities';
-  /** SQLite's page cache of the view file, KiB (default VIEW_PAGE_CACHE_KB; the sharded layout's parts: less). */
-  readonly pageCacheKb?: number;
-  /** V8 young generation of this thread, MB (set by sqlite-partitions.ts when it starts the thread). */
-  readonly youngGenerationMb: number;
 }
 
 export type PartitionThreadMessage =
@@ -51,11 +47,7 @@ const port = parentPort!;
 // The hot state (identifier links across batches) where links are: data-set partitions and identity
 // parts, whose erasers (sqlite-view-eraser.ts, lifecycle/sharded-view-eraser.ts) bump the file's
 // generation with every change; a record shard holds no links.
-const store = new SqliteViewStore(data.viewFile, {
-  autocheckpointPages: 65_536,
-  ...(data.role !== 'records' ? { hotLinks: data.hotLinks ?? 0 } : {}),
-  ...(data.pageCacheKb !== undefined ? { pageCacheKb: data.pageCacheKb } : {}),
-});
+const store = new SqliteViewStore(data.viewFile, { autocheckpointPages: 65_536, ...(data.role !== 'records' ? { hotLinks: data.hotLinks ?? 0 } : {}) });
 const source =
   data.role === 'records'
     ? new SqliteQueueSource(data.queueFile, { acceptRecord: (record) => queuedRecordShard(record, data.partitions) === data.partition })

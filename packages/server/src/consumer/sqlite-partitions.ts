@@ -38,18 +38,6 @@ export interface SqlitePartitionsOptions {
 /** Young generation of each partition thread (V8 `resourceLimits.maxYoungGenerationSizeMb`). */
 export const PARTITION_THREAD_YOUNG_GENERATION_MB = 16;
 
-/**
- * The sharded layout's part threads (a record shard, an identity part): a 4 MB young generation and a
- * 2 MB page cache each. A part does about half of a data-set partition's work per record (a shard
- * builds no links, an identity part no merged records), so it allocates less per batch, and its
- * lookups are by random keys like the partition's. With the partition's 16 MB of each, one data set
- * on the sharded layout (P = 1: two part threads) peaked at 355-365 MB over a million events; with
- * these, at 277-299 MB for the same CPU per event and events/s (bench/README.md, "The sharded
- * layout's memory"). A data-set partition keeps 16 and 16: the same cut cost it ~8-10 µs per event.
- */
-export const SHARDED_PART_YOUNG_GENERATION_MB = 4;
-export const SHARDED_PART_PAGE_CACHE_KB = 2_048;
-
 /** A partition applied in a worker thread. */
 class ThreadPartition implements PartitionStepper {
   readonly name: string;
@@ -75,8 +63,7 @@ class ThreadPartition implements PartitionStepper {
       // "Memory per process"), and 16 none against 32 (issue 30, third round: 93.5 / 103.3 against
       // 97.2 / 116.1 µs per event at a million events of one data set) for ~15-20 MB less peak RSS,
       // which pays for part of the hot links' table.
-      // A part of the sharded layout takes less (SHARDED_PART_YOUNG_GENERATION_MB).
-      resourceLimits: { maxYoungGenerationSizeMb: this.#data.youngGenerationMb },
+      resourceLimits: { maxYoungGenerationSizeMb: PARTITION_THREAD_YOUNG_GENERATION_MB },
     });
     worker.on('message', (message: { id: number; result?: StepResult; error?: string }) => {
       const pending = this.#pending.get(message.id);
@@ -174,10 +161,7 @@ export class SqlitePartitions implements PartitionAssignment {
   constructor(options: SqlitePartitionsOptions) {
     if (options.sharded) {
       const n = options.partitions;
-      const common = {
-        queueFile: options.queueFile, partitions: n, batchSize: options.batchSize,
-        youngGenerationMb: SHARDED_PART_YOUNG_GENERATION_MB, pageCacheKb: SHARDED_PART_PAGE_CACHE_KB,
-      };
+      const common = { queueFile: options.queueFile, partitions: n, batchSize: options.batchSize };
       const files = viewLayoutFiles(options.viewFile, { partitions: n, kind: 'sharded' });
       const shards = files.shards.map((viewFile, k) => new ThreadPartition({ ...common, viewFile, partition: k, role: 'records' }, options.windows));
       const identities = files.identityParts.map((viewFile, k) =>
@@ -196,7 +180,7 @@ export class SqlitePartitions implements PartitionAssignment {
             new ThreadPartition(
               {
                 queueFile: options.queueFile, viewFile: viewPartitionFile(options.viewFile, partition), partition, partitions: options.partitions,
-                batchSize: options.batchSize, hotLinks: options.hotLinks ?? DEFAULT_HOT_LINKS, youngGenerationMb: PARTITION_THREAD_YOUNG_GENERATION_MB,
+                batchSize: options.batchSize, hotLinks: options.hotLinks ?? DEFAULT_HOT_LINKS,
               },
               options.windows,
             ));

@@ -187,12 +187,10 @@ export class SqliteViewStore implements ViewStore {
    * (bench/README.md). The cost is disk: the WAL file grows to ~256 MB before it starts over, and a
    * reopen after a crash reads that much WAL. A partition thread (P > 1) leaves checkpoints to its
    * process's main thread (consumer/sqlite-view-checkpointer.ts) and keeps this one as a safety net.
-   * `hotLinks`: the hot state's bound (view-hot-state.ts; absent or 0: none). `pageCacheKb`: SQLite's
-   * page cache of this connection (default VIEW_PAGE_CACHE_KB; the sharded layout's parts take less:
-   * consumer/sqlite-partitions.ts). `hotTableMaxProbe`: tests only, a short probe bound that makes the
-   * hot state's tables give up (identifier-link-table.ts).
+   * `hotLinks`: the hot state's bound (view-hot-state.ts; absent or 0: none). `hotTableMaxProbe`:
+   * tests only, a short probe bound that makes the hot state's tables give up (identifier-link-table.ts).
    */
-  constructor(file: string, options: { autocheckpointPages?: number; hotLinks?: number; pageCacheKb?: number; hotTableMaxProbe?: number } = {}) {
+  constructor(file: string, options: { autocheckpointPages?: number; hotLinks?: number; hotTableMaxProbe?: number } = {}) {
     this.#db = openDatabase(file, VIEW_SCHEMA);
     this.#generation = generationStatements(this.#db);
     this.#fence = fenceStatements(this.#db);
@@ -201,7 +199,7 @@ export class SqliteViewStore implements ViewStore {
     // miss any cache smaller than the view, and a miss is a read from the OS's file cache: 64 MB
     // per file showed no CPU gain per event against 16 MB and cost ~100 MB of the consumer's RSS
     // with P = 2 (issue 17, bench/README.md "Memory per process").
-    this.#db.pragma(`cache_size = -${options.pageCacheKb ?? VIEW_PAGE_CACHE_KB}`);
+    this.#db.pragma(`cache_size = -${VIEW_PAGE_CACHE_KB}`);
     this.#db.pragma(`wal_autocheckpoint = ${options.autocheckpointPages ?? 65_536}`);
     const db = this.#db;
     this.#s = {
