@@ -318,7 +318,7 @@ export interface LifecycleBackend {
 export const SUPPRESSION_REFRESH_MS = 500;
 
 /**
- * What a consumer checks before applying a record (view-applier.ts `suppressed`): digests by data
+ * What a consumer checks before applying a record (view-applier.ts `ApplyOptions.suppressions`): digests by data
  * set, reloaded by `refresh` when the store's version moved; the consumer refreshes under the view's
  * write lock before every batch (view-consumer.ts).
  */

@@ -11,7 +11,7 @@
  * (not before the wait: an event queued before the request must still be applied, or the identity
  * and its other identifiers would never be found), then every record of the identity goes, those of
  * events sent after the request and applied meanwhile too; what the consumer applies after that is
- * dropped (view-applier.ts `suppressed`): a batch reads the list under the view's write lock, which
+ * dropped (view-applier.ts `suppressions`): a batch reads the list under the view's write lock, which
  * the view deletions take too (consumer/view-consumer.ts), so no batch applies under
  * the old list after them, however long it waited (no clock in the argument).
  *
