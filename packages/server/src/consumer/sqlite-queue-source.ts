@@ -11,9 +11,9 @@
 import type Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import type { QueueRecord } from '../queue/event-queue.js';
-import { appendSegmentRecords, segmentEvents } from '../queue/segment-records.js';
+import { appendSegmentRecords } from '../queue/segment-records.js';
 import { bodyLogDir } from '../queue/sqlite-body-log.js';
-import { lastQueuedSeq, openQueueDatabase, receivedAtOfSeq, rowEvents, type SegmentRow } from '../queue/sqlite-queue-store.js';
+import { lastQueuedSeq, openQueueDatabase, receivedAtOfSeq, rowEvents, segmentColumns, type SegmentRow } from '../queue/sqlite-queue-store.js';
 import type { QueueBatch, QueueSource } from './view-consumer.js';
 
 export class SqliteQueueSource implements QueueSource {
@@ -65,10 +65,9 @@ export class SqliteQueueSource implements QueueSource {
     if (!db) return { records, nextSeq: from };
     // The segment holding `from` starts at or before it; MAX over the primary key is an index probe.
     const start = (db.prepare('SELECT COALESCE(MAX(first_seq), 0) AS s FROM queue_segments WHERE first_seq <= ?').get(from) as { s: number }).s;
-    this.#segments ??= db.prepare('SELECT * FROM queue_segments WHERE first_seq >= ? ORDER BY first_seq');
     const logDir = bodyLogDir(this.#file);
     let nextSeq = from;
-    for (const row of this.#segments.iterate(start) as IterableIterator<SegmentRow>) {
+    for (const row of this.#segmentsFrom(db).iterate(start) as IterableIterator<SegmentRow>) {
       const end = row.first_seq + row.event_count;
       if (end <= from) continue;
       if (this.#accept && !this.#accept(row.data_set_id)) {
@@ -76,7 +75,7 @@ export class SqliteQueueSource implements QueueSource {
         continue;
       }
       let decoded: QueueRecord[] = [];
-      appendSegmentRecords(decoded, row, segmentEvents(rowEvents(row, logDir)), row.metas, from, Number.MAX_SAFE_INTEGER);
+      appendSegmentRecords(decoded, row, rowEvents(row, logDir), row.metas, from, Number.MAX_SAFE_INTEGER);
       if (this.#acceptRecord) decoded = decoded.filter(this.#acceptRecord);
       const room = limit - records.length;
       if (decoded.length > room) {
@@ -94,6 +93,15 @@ export class SqliteQueueSource implements QueueSource {
       if (this.#accept && nextSeq - from > limit * 50 && records.length > 0) break;
     }
     return { records, nextSeq };
+  }
+
+  /** The segments statement: kept once it selects every column; a file no writer has migrated yet is asked again (sqlite-queue-store.ts `segmentColumns`). */
+  #segmentsFrom(db: Database.Database): Database.Statement {
+    if (this.#segments) return this.#segments;
+    const columns = segmentColumns(db);
+    const statement = db.prepare(`SELECT ${columns.sql} FROM queue_segments WHERE first_seq >= ? ORDER BY first_seq`);
+    if (columns.complete) this.#segments = statement;
+    return statement;
   }
 
   /** Last queued sequence number, and received_at of `seq` if it is queued. */

@@ -22,9 +22,8 @@
  */
 import type Database from 'better-sqlite3';
 import { closeSync, fdatasyncSync, openSync, writeSync } from 'node:fs';
-import { segmentEvents } from '../queue/segment-records.js';
 import { bodyLogDir, bodyLogFile } from '../queue/sqlite-body-log.js';
-import { openQueueDatabase, rowEvents, type SegmentRow } from '../queue/sqlite-queue-store.js';
+import { openQueueDatabase, rowEvents, segmentColumns, type SegmentRow } from '../queue/sqlite-queue-store.js';
 import { eraseMatchingEvents, type QueueEraser } from './lifecycle-backend.js';
 import { truncateWal } from '../fs/wal-truncation.js';
 
@@ -76,14 +75,14 @@ export class SqliteQueueEraser implements QueueEraser {
   ): Promise<{ next: number | null }> {
     const db = this.#open();
     const rows = db
-      .prepare('SELECT * FROM queue_segments WHERE first_seq > ? AND first_seq <= ? AND data_set_id = ? ORDER BY first_seq LIMIT ?')
+      .prepare(`SELECT ${segmentColumns(db).sql} FROM queue_segments WHERE first_seq > ? AND first_seq <= ? AND data_set_id = ? ORDER BY first_seq LIMIT ?`)
       .all(afterSeq, upToSeq, dataSetId, limit) as SegmentRow[];
     const logDir = bodyLogDir(this.#file);
     const update = db.prepare('UPDATE queue_segments SET events = ?, body_file = NULL, body_offset = NULL, body_length = NULL WHERE first_seq = ? AND data_set_id = ?');
     const remember = db.prepare('INSERT OR IGNORE INTO queue_body_erasures (file_no, byte_offset, byte_length, erased_at) VALUES (?, ?, ?, ?)');
     const count = db.prepare('INSERT INTO queue_erasures (request_id, events) VALUES (?, ?) ON CONFLICT (request_id) DO UPDATE SET events = events + excluded.events');
     for (const row of rows) {
-      const events = segmentEvents(rowEvents(row, logDir)) as (Record<string, unknown> | null)[];
+      const events = rowEvents(row, logDir) as (Record<string, unknown> | null)[];
       const changed = eraseMatchingEvents(events, row.first_seq, match);
       if (changed === 0) continue;
       const text = JSON.stringify(events);
