@@ -130,7 +130,11 @@ export class PostgresHotLinks {
   }
 
   async #load(db: PoolClient, dataSetId: string): Promise<IdentifierLinkTable | undefined> {
-    const { rows } = await db.query<{ n: string }>('SELECT count(*) AS n FROM identity_identifiers WHERE data_set_id = $1', [dataSetId]);
+    // At most ViewHotState.countBound: a data set far past the bound is not counted whole.
+    const { rows } = await db.query<{ n: string }>(
+      'SELECT count(*) AS n FROM (SELECT 1 FROM identity_identifiers WHERE data_set_id = $1 LIMIT $2) AS links',
+      [dataSetId, this.state.countBound],
+    );
     const load = this.state.startLoad(dataSetId, Number(rows[0]!.n));
     if (load === undefined) return undefined;
     await db.query('DECLARE ecapi_hot_links NO SCROLL CURSOR FOR SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = $1', [dataSetId]);

@@ -211,7 +211,8 @@ export class SqliteViewStore implements ViewStore {
       records: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key IN (SELECT value FROM json_each(?))'),
       links: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier IN (SELECT value FROM json_each(?))'),
       allLinks: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ?').raw(),
-      countLinks: db.prepare('SELECT count(*) FROM identity_identifiers WHERE data_set_id = ?').pluck(),
+      // Stops at `atMost` (ViewHotState.countBound): a data set far past the hot links' bound is not counted whole.
+      countLinks: db.prepare('SELECT count(*) FROM (SELECT 1 FROM identity_identifiers WHERE data_set_id = ? LIMIT ?)').pluck(),
       nodes: db.prepare('SELECT * FROM identity_nodes WHERE data_set_id = ? AND identity_key IN (SELECT value FROM json_each(?))'),
       upsertRecord: db.prepare(
         `INSERT INTO view_records (data_set_id, record_key, event_id, first_seq, last_seq, first_received_at, last_received_at,
@@ -413,7 +414,7 @@ export class SqliteViewStore implements ViewStore {
       (dataSetId) =>
         hot.linksOf(
           dataSetId,
-          () => this.#s.countLinks.get(dataSetId) as number,
+          (atMost) => this.#s.countLinks.get(dataSetId, atMost) as number,
           () => this.#s.allLinks.iterate(dataSetId) as IterableIterator<[string, string]>,
         ),
       out,

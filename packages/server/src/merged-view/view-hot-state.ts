@@ -112,14 +112,14 @@ export class ViewHotState {
 
   /**
    * The links of a data set if it is held (a miss is then a true absence), else undefined. The
-   * first question about a data set since the last clear counts its links (`count()`) and, if they
-   * fit the bound, reads them all from `scan()`; a data set with more than the bound allows, or a
-   * link the table does not take, is not held.
+   * first question about a data set since the last clear counts its links (`count(atMost)`, see
+   * `countBound`) and, if they fit the bound, reads them all from `scan()`; a data set with more
+   * than the bound allows, or a link the table does not take, is not held.
    */
-  linksOf(dataSetId: string, count: () => number, scan: () => LinkRows): IdentifierLinkTable | undefined {
+  linksOf(dataSetId: string, count: (atMost: number) => number, scan: () => LinkRows): IdentifierLinkTable | undefined {
     const known = this.heldLinks(dataSetId);
     if (known !== null) return known;
-    const load = this.startLoad(dataSetId, count());
+    const load = this.startLoad(dataSetId, count(this.countBound));
     if (load === undefined) return undefined;
     for (const [identifier, identityKey] of scan()) {
       if (!load.add(identifier, identityKey)) break; // leaves the scan (its statement is reset)
@@ -135,8 +135,18 @@ export class ViewHotState {
   }
 
   /**
-   * Starts the full load of a data set that has `rows` links (its rows then go to `add`, in any
-   * order, and `finish` holds it): undefined, and the data set is not held, when they do not fit the
+   * Where a count of a data set's links may stop (the links `startLoad` would take, plus one): a
+   * count of `min(links, countBound)` decides as the exact one does. So a data set far past the
+   * bound, asked about again after every clear (each retention round that deletes links moves the
+   * generation), costs a scan of at most the bound, not of all its links.
+   */
+  get countBound(): number {
+    return Math.max(0, this.maxLinks - this.#count) + 1;
+  }
+
+  /**
+   * Starts the full load of a data set that has `rows` links (or at least `countBound` when it has
+   * that many; its rows then go to `add`, in any order, and `finish` holds it): undefined, and the data set is not held, when they do not fit the
    * bound. For a reader that fetches the rows itself (the PostgreSQL store, in pages of a cursor).
    */
   startLoad(dataSetId: string, rows: number): LinkLoad | undefined {
