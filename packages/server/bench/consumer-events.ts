@@ -78,20 +78,30 @@ export function* consumerWorkload(total: number, options: ConsumerWorkloadOption
 /**
  * Appends the workload to a queue as batched ingest stores it: one request per data set and slice,
  * its raw body kept (so large ones sit in the body log), with at most `inFlight` appends pending.
+ * `perRequest` (default: the whole slice of a data set) cuts requests smaller: 1 queues single-event
+ * requests as single-event ingest does (a bare event as the body, one segment per event).
  */
-export async function appendConsumerWorkload(queue: EventQueue, total: number, inFlight: number, dataSets: readonly string[] = ['ds-a', 'ds-b']): Promise<void> {
+export async function appendConsumerWorkload(
+  queue: EventQueue,
+  total: number,
+  inFlight: number,
+  dataSets: readonly string[] = ['ds-a', 'ds-b'],
+  perRequest = Number.MAX_SAFE_INTEGER,
+): Promise<void> {
   const t0 = Date.now();
   let request = 0;
   let pending: Promise<unknown>[] = [];
   for (const slice of consumerWorkload(total, { dataSets })) {
     for (const ds of dataSets) {
-      const events = slice.filter((g) => g.dataSetId === ds).map((g) => g.event);
-      if (events.length === 0) continue;
-      request++;
-      pending.push(queue.append({
-        requestId: `r${request}`, keyId: 'key_bench', dataSetId: ds, receivedAt: t0 + request, policyVersion: 1, mergeWindowMs: DEFAULT_POLICY.mergeWindowMs,
-        events, metas: events.map(() => undefined), rawBody: Buffer.from(JSON.stringify({ events })),
-      }));
+      const all = slice.filter((g) => g.dataSetId === ds).map((g) => g.event);
+      for (let at = 0; at < all.length; at += perRequest) {
+        const events = all.slice(at, at + perRequest);
+        request++;
+        pending.push(queue.append({
+          requestId: `r${request}`, keyId: 'key_bench', dataSetId: ds, receivedAt: t0 + request, policyVersion: 1, mergeWindowMs: DEFAULT_POLICY.mergeWindowMs,
+          events, metas: events.map(() => undefined), rawBody: Buffer.from(JSON.stringify(perRequest === 1 ? events[0] : { events })),
+        }));
+      }
     }
     if (pending.length >= inFlight) {
       await Promise.all(pending);

@@ -9,7 +9,7 @@
  * batched ingest stores them, so most go to the body log), then times the consumer draining the
  * whole backlog from offset 1. The fill is not timed. Prints one JSON line.
  *
- *   node packages/server/dist/bench/consumer-partitions.js [events=1000000] [batch=2000] [--partitions P] [--data-sets 1|2] [--hot-links N] [--keep-queue DIR]
+ *   node packages/server/dist/bench/consumer-partitions.js [events=1000000] [batch=2000] [--partitions P] [--data-sets 1|2] [--hot-links N] [--per-request N] [--keep-queue DIR]
  *
  * --partitions P: view partitions, each applied by a thread of its own, as `worker --view-partitions`
  * (default: the worker's default). The two data sets fall in different partitions for P = 2 and 4.
@@ -24,6 +24,11 @@
  * --sharded: one data set on every core (issue 30): P record shards by record key and P identity
  * parts by data set, a thread each (consumer/identity-stage-applier.ts); every figure is per queued
  * record (each is applied by its shard and by its identity part).
+ *
+ * --per-request N: queue the workload as requests of at most N events (default: 1,000-event
+ * requests, split by data set); 1 is single-event ingest, one segment per event, each its bare
+ * event inline (what the default node's consumer reads under single events). The queue kept by
+ * --keep-queue is then DIR/queue-<N>ds-<n>per.db.
  *
  * --keep-queue DIR: fill DIR/queue.db once and reuse it on later runs (same events), so that
  * before/after comparisons in one period skip the fill. Figures and the CPU profile: bench/README.md.
@@ -52,6 +57,7 @@ const HOT_LINKS = flag('--hot-links') !== undefined ? Number(flag('--hot-links')
 /** --sharded: the sharded layout (record shards + identity parts, consumer/identity-stage-applier.ts). */
 const SHARDED = process.argv.includes('--sharded');
 const DATA_SETS = ['ds-a', 'ds-b', 'ds-c', 'ds-d'].slice(0, Number(flag('--data-sets') ?? 2));
+const PER_REQUEST = flag('--per-request') !== undefined ? Number(flag('--per-request')) : undefined;
 
 /** Bytes this process has passed to write(2) so far (/proc/self/io wchar): WAL frames and checkpoint copies. */
 const writtenBytes = () => Number(/wchar: (\d+)/.exec(readFileSync('/proc/self/io', 'utf8'))?.[1] ?? 0);
@@ -73,14 +79,14 @@ function threadTicks(): Map<string, number> {
 
 async function fillQueue(queueFile: string): Promise<void> {
   const queue = new SqliteEventQueue(queueFile);
-  await appendConsumerWorkload(queue, EVENTS, 64, DATA_SETS);
+  await appendConsumerWorkload(queue, EVENTS, PER_REQUEST === undefined ? 64 : 256, DATA_SETS, PER_REQUEST);
   await queue.close();
 }
 
 const dir = KEEP ?? mkdtempSync(join(tmpdir(), 'ecapi-bench-consumer-'));
 try {
   mkdirSync(dir, { recursive: true });
-  const queueFile = join(dir, DATA_SETS.length === 2 ? 'queue.db' : `queue-${DATA_SETS.length}ds.db`);
+  const queueFile = join(dir, PER_REQUEST !== undefined ? `queue-${DATA_SETS.length}ds-${PER_REQUEST}per.db` : DATA_SETS.length === 2 ? 'queue.db' : `queue-${DATA_SETS.length}ds.db`);
   const viewFile = join(dir, 'view.db');
   for (let p = 0; p < 16; p++) {
     for (const suffix of ['', '-wal', '-shm']) for (const file of [viewPartitionFile(viewFile, p), viewShardFile(viewFile, p)]) rmSync(file + suffix, { force: true });
@@ -111,6 +117,7 @@ try {
     partitions: PARTITIONS,
     sharded: SHARDED,
     data_sets: DATA_SETS.length,
+    ...(PER_REQUEST !== undefined ? { events_per_request: PER_REQUEST } : {}),
     seconds: Math.round(seconds * 1000) / 1000,
     events_per_second: Math.round(applied / seconds),
     // CPU of this process (all its threads) per applied event: steadier than the rate on a shared machine.
