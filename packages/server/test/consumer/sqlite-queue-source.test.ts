@@ -14,6 +14,7 @@ import { SqliteQueueSource } from '../../src/consumer/sqlite-queue-source.js';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import type { QueueAppend } from '../../src/queue/event-queue.js';
 import { tempDataDir } from '../helpers/server-process.js';
+import { createLegacyQueueFile } from '../helpers/legacy-queue-file.js';
 
 const eventOf = (id: string, extra: Record<string, unknown> = {}) => ({ data_set_id: 'ds', id, timestamp: 1_700_000_000, event_type: 'purchase', ...extra });
 const appendOf = (events: Record<string, unknown>[], rawBody: Buffer | undefined, requestId: string, mergeWindowMs = 604_800_000): QueueAppend => ({
@@ -63,10 +64,7 @@ test('the source reads every stored form of a segment as the events sent, non-AS
 
 test('a queue file older than the writer\'s columns is read before and after a writer adds them', async () => {
   const file = join(tempDataDir('ecapi-source-'), 'queue.db');
-  const old = new Database(file);
-  old.pragma('journal_mode = WAL');
-  old.exec(`CREATE TABLE queue_segments (first_seq INTEGER PRIMARY KEY, event_count INTEGER NOT NULL, received_at INTEGER NOT NULL,
-    data_set_id TEXT NOT NULL, key_id TEXT NOT NULL, request_id TEXT NOT NULL, policy_version INTEGER NOT NULL, events TEXT NOT NULL, metas TEXT)`);
+  const old = createLegacyQueueFile(file);
   const legacyArray = eventOf('legacy-1', { properties: { city: 'Málaga' } });
   const legacyBody = eventOf('legacy-2');
   old.prepare('INSERT INTO queue_segments VALUES (1, 1, 1700000000000, ?, ?, ?, 1, ?, NULL)').run('ds', 'key_test', 'r0', JSON.stringify([legacyArray]));

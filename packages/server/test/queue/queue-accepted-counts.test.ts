@@ -14,6 +14,7 @@ import { createPool, migrate } from '../../src/postgres/database.js';
 import type { QueueAppend } from '../../src/queue/event-queue.js';
 import { tempDataDir } from '../helpers/server-process.js';
 import { freshDatabase, pgOnly } from '../helpers/postgres.js';
+import { createLegacyQueueFile } from '../helpers/legacy-queue-file.js';
 
 const H = Date.UTC(2025, 4, 6, 19);
 const append = (dataSetId: string, receivedAt: number, n: number, tag: string): QueueAppend => ({
@@ -46,10 +47,7 @@ test('SQLite: each commit adds its events per data set and hour', async () => {
 
 test('SQLite: a queue file older than the counts gets them from its segments, then counts on', async () => {
   const file = join(tempDataDir('ecapi-accepted-old-'), 'queue.db');
-  const old = new Database(file);
-  old.pragma('journal_mode = WAL');
-  old.exec(`CREATE TABLE queue_segments (first_seq INTEGER PRIMARY KEY, event_count INTEGER NOT NULL, received_at INTEGER NOT NULL,
-    data_set_id TEXT NOT NULL, key_id TEXT NOT NULL, request_id TEXT NOT NULL, policy_version INTEGER NOT NULL, events TEXT NOT NULL, metas TEXT)`);
+  const old = createLegacyQueueFile(file);
   const insert = old.prepare('INSERT INTO queue_segments VALUES (?, ?, ?, ?, ?, ?, 1, ?, NULL)');
   insert.run(1, 2, H + 1, 'a', 'key_test', 'r0', JSON.stringify([{}, {}]));
   insert.run(3, 3, H + 2, 'a', 'key_test', 'r1', JSON.stringify([{}, {}, {}]));

@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { bodyLogDir, bodyLogFile } from '../../src/queue/sqlite-body-log.js';
 import { SqliteEventQueue } from '../../src/queue/sqlite-event-queue.js';
 import { tempDataDir } from '../helpers/server-process.js';
+import { createLegacyQueueFile } from '../helpers/legacy-queue-file.js';
 import { eventQueueContract } from './event-queue-contract.js';
 
 eventQueueContract('SqliteEventQueue', {
@@ -77,10 +78,7 @@ test('two writers on one queue file (as two processes) never share body-log byte
 
 test('a queue file from before the body log opens, keeps its rows, and takes logged bodies', async () => {
   const file = join(tempDataDir('ecapi-queue-'), 'queue.db');
-  const old = new Database(file);
-  old.pragma('journal_mode = WAL');
-  old.exec(`CREATE TABLE queue_segments (first_seq INTEGER PRIMARY KEY, event_count INTEGER NOT NULL, received_at INTEGER NOT NULL,
-    data_set_id TEXT NOT NULL, key_id TEXT NOT NULL, request_id TEXT NOT NULL, policy_version INTEGER NOT NULL, events TEXT NOT NULL, metas TEXT)`);
+  const old = createLegacyQueueFile(file);
   const legacy = bigEvent('legacy-1', 5);
   old.prepare('INSERT INTO queue_segments VALUES (1, 1, 1700000000000, ?, ?, ?, 1, ?, NULL)').run('ds', 'key_test', 'r0', JSON.stringify([legacy]));
   old.close();
