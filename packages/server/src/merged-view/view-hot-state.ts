@@ -146,8 +146,9 @@ export class ViewHotState {
 
   /**
    * Starts the full load of a data set that has `rows` links (or at least `countBound` when it has
-   * that many; its rows then go to `add`, in any order, and `finish` holds it): undefined, and the data set is not held, when they do not fit the
-   * bound. For a reader that fetches the rows itself (the PostgreSQL store, in pages of a cursor).
+   * that many; its rows then go to `add`, in any order, and `finish` holds it): undefined, and the
+   * data set is not held, when they do not fit the bound. For a reader that fetches the rows itself
+   * (the PostgreSQL store, in pages of a cursor).
    */
   startLoad(dataSetId: string, rows: number): LinkLoad | undefined {
     this.loads++;
