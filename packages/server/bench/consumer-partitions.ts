@@ -79,7 +79,7 @@ function threadTicks(): Map<string, number> {
 
 async function fillQueue(queueFile: string): Promise<void> {
   const queue = new SqliteEventQueue(queueFile);
-  await appendConsumerWorkload(queue, EVENTS, PER_REQUEST === undefined ? 64 : 256, DATA_SETS, PER_REQUEST);
+  await appendConsumerWorkload(queue, EVENTS, 64, DATA_SETS, PER_REQUEST);
   await queue.close();
 }
 

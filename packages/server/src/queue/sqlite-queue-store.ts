@@ -63,14 +63,24 @@ const SEGMENT_COLUMNS = `first_seq, event_count, received_at, data_set_id, key_i
   CAST(events AS TEXT) AS events, typeof(events) = 'blob' AS events_is_body, metas, body_file, body_offset, body_length`;
 
 /**
+ * Nullable INTEGER columns of queue_segments that files made before them lack, added by a writer on
+ * open (rows stored before keep NULL), a group at a time: the body log's (rows stored inline leave
+ * them NULL), and the merge window each segment was accepted under (event-queue.ts
+ * QueueAppend.mergeWindowMs; NULL: queued before the column).
+ */
+const ADDED_SEGMENT_COLUMNS: readonly (readonly string[])[] = [['body_file', 'body_offset', 'body_length'], ['merge_window_ms']];
+
+const segmentColumnNames = (db: Database.Database): string[] => db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('queue_segments') as string[];
+
+/**
  * What to select from queue_segments: SEGMENT_COLUMNS, or `*` in a file that lacks a column a writer
  * of this version adds on open (a read-only reader of an older file that no writer has opened yet;
  * `*` follows the columns once they are added). Columns are never dropped, so a caller keeps a
  * statement made from SEGMENT_COLUMNS and asks again while it got `*`.
  */
 export function segmentColumns(db: Database.Database): { sql: string; complete: boolean } {
-  const present = new Set(db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('queue_segments') as string[]);
-  const complete = ['merge_window_ms', 'body_file', 'body_offset', 'body_length'].every((c) => present.has(c));
+  const present = new Set(segmentColumnNames(db));
+  const complete = ADDED_SEGMENT_COLUMNS.every((group) => group.every((column) => present.has(column)));
   return { sql: complete ? SEGMENT_COLUMNS : '*', complete };
 }
 
@@ -82,12 +92,9 @@ export function rowEvents(row: SegmentRow, logDir: string): Record<string, unkno
   return segmentEvents(row.events);
 }
 
-/**
- * Nullable INTEGER columns of queue_segments that files made before them lack, added on open (rows
- * stored before keep NULL): `columns` go together, and the first of them says whether they are there.
- */
+/** Adds one group of ADDED_SEGMENT_COLUMNS: they go together, and the first of them says whether they are there. */
 function addSegmentColumns(db: Database.Database, columns: readonly string[]): void {
-  const present = () => (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('queue_segments') as string[]).includes(columns[0]!);
+  const present = () => segmentColumnNames(db).includes(columns[0]!);
   if (present()) return;
   db.transaction(() => {
     if (present()) return; // another process added them while this one waited for the lock
@@ -179,10 +186,7 @@ export function openQueueDatabase(file: string, options: { readonly?: boolean } 
       // leave no old copy in free space (issue 29; cost measured in bench/README.md).
       db.pragma('secure_delete = ON');
       db.exec(QUEUE_SCHEMA);
-      // The body log's (rows stored inline leave them NULL), and the merge window each segment was
-      // accepted under (event-queue.ts QueueAppend.mergeWindowMs; NULL: queued before the column).
-      addSegmentColumns(db, ['body_file', 'body_offset', 'body_length']);
-      addSegmentColumns(db, ['merge_window_ms']);
+      for (const columns of ADDED_SEGMENT_COLUMNS) addSegmentColumns(db, columns);
       addAcceptedCounts(db);
     }
   } catch (error) {
