@@ -32,6 +32,15 @@ import { erasedRecordEntry, erasedRecordOf, zeroCounts, type ErasedCounts, type 
 import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
 import { GENERATION_SCHEMA, generationStatements } from '../merged-view/view-generation.js';
 import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from '../merged-view/view-fence.js';
+import {
+  identifierOfStored,
+  identityKeyOfStored,
+  migrateIdentifierLinks,
+  storedIdentifier,
+  storedIdentityKey,
+  type StoredIdentifier,
+  type StoredIdentityKey,
+} from '../merged-view/identifier-link-columns.js';
 
 export interface RecordIdentityRow {
   rowid: number;
@@ -84,6 +93,8 @@ export class SqliteViewEraser implements ViewEraser {
     this.#db.exec(TALLY_SCHEMA);
     this.#db.exec(GENERATION_SCHEMA);
     this.#db.exec(FENCE_SCHEMA);
+    // Links in the form this version reads (a file no view store of this version opened yet).
+    migrateIdentifierLinks(this.#db);
     this.#generation = generationStatements(this.#db);
     this.#fence = fenceStatements(this.#db);
     const db = this.#db;
@@ -179,6 +190,12 @@ export class SqliteViewEraser implements ViewEraser {
     }
   }
 
+  /** The identity key `identifier` is linked to, or undefined. */
+  #linkOf(dataSetId: string, identifier: string): string | undefined {
+    const stored = this.#s.linkOf.get(dataSetId, storedIdentifier(identifier)) as StoredIdentityKey | undefined;
+    return stored === undefined ? undefined : identityKeyOfStored(stored);
+  }
+
   #rootOf(dataSetId: string, key: string): string | null {
     const node = this.#s.node.get(dataSetId, key) as { identity_key: string; parent: string | null } | undefined;
     return node ? (node.parent ?? node.identity_key) : null;
@@ -186,19 +203,19 @@ export class SqliteViewEraser implements ViewEraser {
 
   /** The identity (root and absorbed keys) and its identifiers, or null when unknown. */
   async findIdentity(dataSetId: string, target: { identifier: string } | { identityKey: string }): Promise<IdentityToErase | null> {
-    const start = 'identifier' in target ? (this.#s.linkOf.get(dataSetId, target.identifier) as string | undefined) : target.identityKey;
+    const start = 'identifier' in target ? this.#linkOf(dataSetId, target.identifier) : target.identityKey;
     if (start === undefined) return null;
     const root = this.#rootOf(dataSetId, start);
     if (root === null) return null;
     const keys = [root, ...(this.#s.members.all(dataSetId, root) as string[])];
-    const identifiers = keys.flatMap((k) => this.#s.linksOf.all(dataSetId, k) as string[]).sort();
+    const identifiers = keys.flatMap((k) => (this.#s.linksOf.all(dataSetId, storedIdentityKey(k)) as StoredIdentifier[]).map(identifierOfStored)).sort();
     return { root, keys, identifiers };
   }
 
   /** Deletes the identity tree of `root`: its nodes and their links (one transaction). */
   #dropIdentity(dataSetId: string, root: string, counts: ErasedCounts): void {
     for (const key of [root, ...(this.#s.members.all(dataSetId, root) as string[])]) {
-      counts.links += this.#s.deleteLinks.run(dataSetId, key).changes;
+      counts.links += this.#s.deleteLinks.run(dataSetId, storedIdentityKey(key)).changes;
       counts.identities += this.#s.deleteNode.run(dataSetId, key).changes;
     }
   }

@@ -119,6 +119,17 @@ export function encodeIdentifier(identifier: string, out: Uint32Array): void {
   for (let w = 0; w < 8; w++) out[1 + w] = digest.readUInt32BE(4 * w);
 }
 
+/**
+ * Encodes a link's identifier as a view file stores it (merged-view/identifier-link-columns.ts): its
+ * text as `encodeIdentifier` does, or a stored digest (33 bytes: the kind's tag, 1-4 as here, and the
+ * 32 digest bytes) straight into the same words, so a full load from the file decodes nothing.
+ */
+export function encodeStoredIdentifier(identifier: string | Uint8Array, out: Uint32Array): void {
+  if (typeof identifier === 'string') return encodeIdentifier(identifier, out);
+  out[0] = identifier[0]!;
+  for (let w = 0, at = 1; w < 8; w++, at += 4) out[1 + w] = ((identifier[at]! << 24) | (identifier[at + 1]! << 16) | (identifier[at + 2]! << 8) | identifier[at + 3]!) >>> 0;
+}
+
 /** A table's hash seed: from the system's CSPRNG, so that no sender can learn or predict it. */
 function randomSeed(): number {
   return randomBytes(4).readUInt32LE(0);
@@ -166,12 +177,13 @@ export class IdentifierLinkTable {
    * identifier keeps the value given last). Answers false, changing nothing, when the key is not of
    * the `ik_<seq>` form or its bucket's chain is already `maxProbe` long (so no chain is ever
    * longer, and re-chaining only splits chains): the caller must then stop relying on this table.
+   * Either may come as a view file stores it (identifier-link-columns.ts): a digest's 33 bytes, a seq.
    */
-  set(identifier: string, identityKey: string): boolean {
-    const seq = identityKeySeq(identityKey);
-    if (seq < 0) return false;
+  set(identifier: string | Uint8Array, identityKey: string | number): boolean {
+    const seq = typeof identityKey === 'number' ? identityKey : identityKeySeq(identityKey);
+    if (seq < 0 || !Number.isSafeInteger(seq)) return false;
     const key = this.#key;
-    encodeIdentifier(identifier, key);
+    encodeStoredIdentifier(identifier, key);
     const bucket = this.#bucketOf(key);
     const found = this.#find(key, bucket);
     if (found >= 0) {

@@ -121,6 +121,15 @@ export class SqlitePartitionedView implements ViewStore {
     return this.#inner;
   }
 
+  /**
+   * Opens every file of the recorded layout now rather than at the first read: a file an earlier
+   * version wrote is migrated as it opens (identifier-link-columns.ts), which the serving process
+   * does once at its start (storage/sqlite-storage.ts prepareFiles), not on its event loop later.
+   */
+  openFiles(): void {
+    this.#view();
+  }
+
   /** The recorded layout, or null while none is. */
   layout(): ViewLayout | null {
     return this.#first.recordedLayout();

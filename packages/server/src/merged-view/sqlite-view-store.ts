@@ -35,6 +35,16 @@ import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } fro
 import { GENERATION_SCHEMA, generationStatements } from './view-generation.js';
 import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from './view-fence.js';
 import { ViewHotState, type HotStats } from './view-hot-state.js';
+import {
+  identifierOfStored,
+  identityKeyOfStored,
+  migrateIdentifierLinks,
+  storedDigestHex,
+  storedIdentifier,
+  storedIdentityKey,
+  type StoredIdentifier,
+  type StoredIdentityKey,
+} from './identifier-link-columns.js';
 
 export const VIEW_SCHEMA = `
 CREATE TABLE IF NOT EXISTS view_records (
@@ -61,13 +71,6 @@ CREATE TABLE IF NOT EXISTS identity_nodes (
   PRIMARY KEY (data_set_id, identity_key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS identity_nodes_parent ON identity_nodes (data_set_id, parent) WHERE parent IS NOT NULL;
-CREATE TABLE IF NOT EXISTS identity_identifiers (
-  data_set_id TEXT NOT NULL,
-  identifier TEXT NOT NULL,
-  identity_key TEXT NOT NULL,
-  PRIMARY KEY (data_set_id, identifier)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS identity_identifiers_key ON identity_identifiers (data_set_id, identity_key);
 CREATE TABLE IF NOT EXISTS record_identities (
   data_set_id TEXT NOT NULL,
   record_key TEXT NOT NULL,
@@ -113,7 +116,11 @@ CREATE TABLE IF NOT EXISTS ingest_counters (
  */
 export const VIEW_JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024;
 
-function openDatabase(file: string, schema: string, options: { readonly?: boolean; busyTimeoutMs?: number } = {}): Database.Database {
+function openDatabase(
+  file: string,
+  schema: string,
+  options: { readonly?: boolean; busyTimeoutMs?: number; migrate?: (db: Database.Database) => unknown } = {},
+): Database.Database {
   prepareDatabaseFile(file); // durable directory entries, 0700/0600 (durable-files.ts)
   const db = new Database(file);
   try {
@@ -127,6 +134,7 @@ function openDatabase(file: string, schema: string, options: { readonly?: boolea
     // A WAL that grew (a burst, a large deletion) is cut back to this when it starts over.
     db.pragma(`journal_size_limit = ${VIEW_JOURNAL_SIZE_LIMIT}`);
     db.exec(schema);
+    options.migrate?.(db);
   } catch (error) {
     db.close(); // e.g. "database is locked": the caller may try again, and leaks no connection
     throw error;
@@ -134,9 +142,12 @@ function openDatabase(file: string, schema: string, options: { readonly?: boolea
   return db;
 }
 
+/** A view file's connection: WAL, schema, identifier links in their compact form (identifier-link-columns.ts). */
+const openViewDatabase = (file: string) => openDatabase(file, VIEW_SCHEMA, { migrate: migrateIdentifierLinks });
+
 /** Creates a view file (WAL, schema) if it does not exist yet, and closes it. */
 export function prepareViewFile(file: string): void {
-  openDatabase(file, VIEW_SCHEMA).close();
+  openViewDatabase(file).close();
 }
 
 interface RecordRow extends SharedRecordRow {
@@ -191,7 +202,7 @@ export class SqliteViewStore implements ViewStore {
    * tests only, a short probe bound that makes the hot state's tables give up (identifier-link-table.ts).
    */
   constructor(file: string, options: { autocheckpointPages?: number; hotLinks?: number; hotTableMaxProbe?: number } = {}) {
-    this.#db = openDatabase(file, VIEW_SCHEMA);
+    this.#db = openViewDatabase(file);
     this.#generation = generationStatements(this.#db);
     this.#fence = fenceStatements(this.#db);
     this.#hot = options.hotLinks !== undefined && options.hotLinks > 0 ? new ViewHotState(options.hotLinks, options.hotTableMaxProbe === undefined ? {} : { maxProbe: options.hotTableMaxProbe }) : null;
@@ -209,7 +220,11 @@ export class SqliteViewStore implements ViewStore {
       ),
       record: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key = ?'),
       records: db.prepare('SELECT * FROM view_records WHERE data_set_id = ? AND record_key IN (SELECT value FROM json_each(?))'),
-      links: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier IN (SELECT value FROM json_each(?))'),
+      // Stored forms (identifier-link-columns.ts): digests as hex in the JSON array (unhex), others as text.
+      linksOfDigests: db
+        .prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier IN (SELECT unhex(value) FROM json_each(?))')
+        .raw(),
+      linksOfTexts: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ? AND identifier IN (SELECT value FROM json_each(?))').raw(),
       allLinks: db.prepare('SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = ?').raw(),
       // Stops at `atMost` (ViewHotState.countBound): a data set far past the hot links' bound is not counted whole.
       countLinks: db.prepare('SELECT count(*) FROM (SELECT 1 FROM identity_identifiers WHERE data_set_id = ? LIMIT ?)').pluck(),
@@ -286,11 +301,7 @@ export class SqliteViewStore implements ViewStore {
         // yet (its reads are then the committed state, which is what the hot state holds).
         const hot = this.#wrote ? null : this.#hot;
         const asked = hot ? this.#linksFromHot(hot, pairs, out) : pairs;
-        for (const [dataSetId, identifiers] of byDataSet(asked, (p) => p.identifier)) {
-          for (const row of s.links.all(dataSetId, JSON.stringify(identifiers)) as { identifier: string; identity_key: string }[]) {
-            out.set(pairKey(dataSetId, row.identifier), row.identity_key);
-          }
-        }
+        for (const [dataSetId, identifiers] of byDataSet(asked, (p) => p.identifier)) this.#readLinks(dataSetId, identifiers, out);
         return out;
       },
       loadIdentities: async (pairs) => {
@@ -324,7 +335,7 @@ export class SqliteViewStore implements ViewStore {
       linkIdentifiers: async (links: readonly IdentifierLink[]) => {
         this.#wrote = true;
         if (this.#hot) for (const l of links) this.#pendingLinks.push(l);
-        for (const l of sortedBy(links, linkOrder)) s.insertLink.run(l.dataSetId, l.identifier, l.identityKey);
+        for (const l of sortedBy(links, linkOrder)) s.insertLink.run(l.dataSetId, storedIdentifier(l.identifier), storedIdentityKey(l.identityKey));
       },
       loadRecordIdentities: async (refs) => {
         const out = new Map<string, RecordIdentity>();
@@ -415,7 +426,8 @@ export class SqliteViewStore implements ViewStore {
         hot.linksOf(
           dataSetId,
           (atMost) => this.#s.countLinks.get(dataSetId, atMost) as number,
-          () => this.#s.allLinks.iterate(dataSetId) as IterableIterator<[string, string]>,
+          // As stored: the table takes a digest's bytes and a seq without decoding them.
+          () => this.#s.allLinks.iterate(dataSetId) as IterableIterator<[StoredIdentifier, number | string]>,
         ),
       out,
     );
@@ -452,8 +464,28 @@ export class SqliteViewStore implements ViewStore {
   }
 
   async identityOfIdentifier(dataSetId: string, identifier: string): Promise<string | null> {
-    const rows = this.#s.links.all(dataSetId, JSON.stringify([identifier])) as { identity_key: string }[];
-    return rows[0]?.identity_key ?? null;
+    const out = new Map<string, string>();
+    this.#readLinks(dataSetId, [identifier], out);
+    return out.get(pairKey(dataSetId, identifier)) ?? null;
+  }
+
+  /**
+   * Reads the links of `identifiers` (sorted) into `out` (pair key → identity key): one statement for
+   * those stored as digests, one for the others when there are any (identifier-link-columns.ts).
+   */
+  #readLinks(dataSetId: string, identifiers: readonly string[], out: Map<string, string>): void {
+    const digests: string[] = [];
+    let texts: string[] | null = null;
+    for (const identifier of identifiers) {
+      const hex = storedDigestHex(identifier);
+      if (hex === null) (texts ??= []).push(identifier);
+      else digests.push(hex);
+    }
+    const read = (rows: [StoredIdentifier, StoredIdentityKey][]) => {
+      for (const [identifier, identityKey] of rows) out.set(pairKey(dataSetId, identifierOfStored(identifier)), identityKeyOfStored(identityKey));
+    };
+    if (digests.length > 0) read(this.#s.linksOfDigests.all(dataSetId, JSON.stringify(digests)) as [StoredIdentifier, StoredIdentityKey][]);
+    if (texts !== null) read(this.#s.linksOfTexts.all(dataSetId, JSON.stringify(texts)) as [StoredIdentifier, StoredIdentityKey][]);
   }
 
   async getIdentity(dataSetId: string, identityKey: string): Promise<IdentityView | null> {
@@ -465,7 +497,9 @@ export class SqliteViewStore implements ViewStore {
       const root = (this.#s.node.get(dataSetId, rootKey) as NodeRow | undefined) ?? asked;
       const absorbed = this.#s.members.all(dataSetId, rootKey) as string[];
       const identifiers: string[] = [];
-      for (const key of [rootKey, ...absorbed]) identifiers.push(...(this.#s.identifiersOf.all(dataSetId, key) as string[]));
+      for (const key of [rootKey, ...absorbed]) {
+        for (const stored of this.#s.identifiersOf.all(dataSetId, storedIdentityKey(key)) as StoredIdentifier[]) identifiers.push(identifierOfStored(stored));
+      }
       identifiers.sort();
       return {
         requestedKey: identityKey,

@@ -53,7 +53,8 @@ export const MAX_HOT_LINKS = 10_000_000;
 
 /** A full load of one data set's links in progress (ViewHotState.startLoad): `add` answers false once it gave up. */
 export interface LinkLoad {
-  add(identifier: string, identityKey: string): boolean;
+  /** As IdentifierLinkTable.set takes them: text, or as a view file stores them. */
+  add(identifier: string | Uint8Array, identityKey: string | number): boolean;
   finish(): IdentifierLinkTable | undefined;
 }
 
@@ -66,8 +67,11 @@ export interface HotStats {
   readonly loaded: number;
 }
 
-/** What a full load of a data set's links reads: [identifier, identity key] rows, in any order. */
-export type LinkRows = Iterable<readonly [string, string]>;
+/**
+ * What a full load of a data set's links reads: [identifier, identity key] rows, in any order, as
+ * text or as the embedded view stores them (identifier-link-columns.ts).
+ */
+export type LinkRows = Iterable<readonly [string | Uint8Array, string | number]>;
 
 export class ViewHotState {
   readonly maxLinks: number;

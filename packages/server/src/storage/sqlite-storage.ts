@@ -54,7 +54,7 @@ export class SqliteStorage implements Storage {
   async prepareFiles(): Promise<void> {
     this.controlPlane();
     openQueueDatabase(queueDbFile(this.#dataDir, this.#env)).close();
-    this.viewStore();
+    this.viewStore().openFiles();
     await new SqliteIngestStatsStore(ingestStatsDbFile(this.#dataDir, this.#env)).close();
   }
 
