@@ -31,6 +31,7 @@
  */
 import type Database from 'better-sqlite3';
 import { identityKeyFor, identityKeySeq } from '../model/identity-key.js';
+import { DIGEST_PREFIXES, digestTag } from './identifier-link-table.js';
 
 /** The compact form's table. */
 const LINKS_TABLE = (name: string) => `CREATE TABLE IF NOT EXISTS ${name} (
@@ -47,17 +48,13 @@ CREATE INDEX IF NOT EXISTS identity_identifiers_key ON identity_identifiers (dat
 /** A stored identifier: a 33-byte BLOB or the identifier's text. */
 export type StoredIdentifier = Buffer | string;
 
-const DIGEST_PREFIXES = ['', 'email:', 'phone:', 'cid:', 'uid:'] as const;
 const DIGEST_LENGTH = 32;
 
-/** Tag of an identifier of the digest form (1-4), or 0. */
-function digestTag(identifier: string): number {
-  const n = identifier.length;
-  let tag = 0;
-  if (n === 70) tag = identifier.startsWith('email:') ? 1 : identifier.startsWith('phone:') ? 2 : 0;
-  else if (n === 68) tag = identifier.startsWith('cid:') ? 3 : identifier.startsWith('uid:') ? 4 : 0;
+/** Tag of an identifier stored as a digest (identifier-link-table.ts digestTag, 1-4, with 64 lowercase hex digits), or 0. */
+function storedDigestTag(identifier: string): number {
+  const tag = digestTag(identifier);
   if (tag === 0) return 0;
-  for (let i = n - 64; i < n; i++) {
+  for (let i = identifier.length - 64; i < identifier.length; i++) {
     const c = identifier.charCodeAt(i);
     if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return 0; // lowercase hex only: decoding gives lowercase
   }
@@ -66,7 +63,7 @@ function digestTag(identifier: string): number {
 
 /** The stored form of an identifier. */
 export function storedIdentifier(identifier: string): StoredIdentifier {
-  const tag = digestTag(identifier);
+  const tag = storedDigestTag(identifier);
   if (tag === 0) return identifier;
   const out = Buffer.allocUnsafe(1 + DIGEST_LENGTH);
   out[0] = tag;
@@ -76,7 +73,7 @@ export function storedIdentifier(identifier: string): StoredIdentifier {
 
 /** The stored form as hex when it is a digest (for `unhex` over a JSON array), or null when it is the text. */
 export function storedDigestHex(identifier: string): string | null {
-  const tag = digestTag(identifier);
+  const tag = storedDigestTag(identifier);
   return tag === 0 ? null : `0${tag}${identifier.slice(identifier.length - 64)}`;
 }
 

@@ -86,8 +86,15 @@ function readUuid(s: string, at: number, out: Uint32Array): boolean {
   return readHexWords(digits, 0, out, 4);
 }
 
-/** Tag of a digest-typed identifier by its first character and length, or 0. */
-function digestTag(identifier: string): number {
+/**
+ * Prefixes of the digest-typed identifiers, indexed by their tag (1-4). The embedded view stores such
+ * an identifier as this tag and its 32 bytes (identifier-link-columns.ts), the same words as a key
+ * here, so both take the numbering from this one place.
+ */
+export const DIGEST_PREFIXES: readonly string[] = ['', 'email:', 'phone:', 'cid:', 'uid:'];
+
+/** Tag of a digest-typed identifier by its first character and length, or 0 (its 64 digits are not checked). */
+export function digestTag(identifier: string): number {
   switch (identifier.charCodeAt(0)) {
     case 101: // e
       return identifier.length === 70 && identifier.startsWith('email:') ? 1 : 0;
