@@ -8,7 +8,8 @@
  * a lane steps until its partition has nothing new, then polls; a failed batch is retried with
  * exponential backoff (250 ms doubling to 30 s) without holding up the other lanes. Beside the
  * lanes, the control part re-reads the assignment (lease renewal), runs the tick (heartbeat,
- * merge-window refresh), schedules retention, and logs progress every 10 s (counts only, never
+ * merge-window refresh; told how many lanes are failing, so a heartbeat can mean "applying", not
+ * merely "alive"), schedules retention, and logs progress every 10 s (counts only, never
  * identifiers or contents). On stop, each lane finishes the batch in progress; then the
  * assignment is released (leases given back).
  *
@@ -35,6 +36,12 @@ export interface PartitionAssignment {
 /** A lane's idle poll interval when none is given (ms). */
 export const DEFAULT_POLL_MS = 100;
 
+/** What the tick is told of the lanes. */
+export interface LaneHealth {
+  /** Lanes whose last batch failed (retrying with backoff); 0 when every lane applies or idles. */
+  readonly failingLanes: number;
+}
+
 export interface ConsumerLoopOptions {
   readonly logger: Logger;
   /** Resolves when the loop must stop (after the batches in progress). */
@@ -42,7 +49,7 @@ export interface ConsumerLoopOptions {
   /** Idle poll interval of a lane (default DEFAULT_POLL_MS, 100 ms). */
   readonly pollMs?: number;
   /** Heartbeat, merge-window refresh; every `tickMs` (default 2 s). */
-  readonly onTick?: () => Promise<void> | void;
+  readonly onTick?: (health: LaneHealth) => Promise<void> | void;
   readonly tickMs?: number;
   /** Queue retention, every `everyMs` (first run one period after start). */
   readonly retention?: { readonly everyMs: number; run(): Promise<void> };
@@ -73,6 +80,7 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
 
   const totals = { records: 0, created: 0, merged: 0, discarded: 0 };
   const lanes = new Map<PartitionStepper, Promise<void>>();
+  const failing = new Set<PartitionStepper>();
   let assigned = new Set<PartitionStepper>();
 
   const lane = async (partition: PartitionStepper) => {
@@ -82,8 +90,10 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
       try {
         result = await partition.step();
         failures = 0;
+        failing.delete(partition);
       } catch (error) {
         failures++;
+        failing.add(partition);
         const delay = Math.min(30_000, 250 * 2 ** Math.min(failures, 7));
         logger.error({ err: { message: (error as Error).message }, partition: partition.name, retry_in_ms: delay }, 'consumer batch failed; retrying');
         await sleep(delay);
@@ -103,7 +113,12 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
     const before = [...assigned].map((p) => p.name).sort().join(',');
     assigned = next;
     for (const partition of next) {
-      if (!lanes.has(partition)) lanes.set(partition, lane(partition).finally(() => lanes.delete(partition)));
+      if (!lanes.has(partition)) {
+        lanes.set(partition, lane(partition).finally(() => {
+          lanes.delete(partition);
+          failing.delete(partition);
+        }));
+      }
     }
     const after = [...next].map((p) => p.name).sort().join(',');
     if (before !== after) logger.info({ partitions: after }, 'consumer partitions changed');
@@ -123,7 +138,7 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
       if (options.onTick && now - lastTick >= tickMs) {
         lastTick = now;
         try {
-          await options.onTick();
+          await options.onTick({ failingLanes: failing.size });
         } catch (error) {
           logger.warn({ err: { message: (error as Error).message } }, 'consumer tick failed');
         }

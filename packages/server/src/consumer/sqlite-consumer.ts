@@ -65,10 +65,14 @@ export async function runSqliteConsumer(
       logger: options.logger,
       stopped: options.stopped,
       pollMs: options.pollMs,
-      onTick: async () => {
+      onTick: async ({ failingLanes }) => {
         await options.onTick?.();
         assignment.windowsChanged();
-        await view.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
+        // The heartbeat says "applying", not "alive": while a lane's batches fail it stops, and
+        // `worker status` reports the live process as stalled (issue 29). A beat written anyway
+        // can succeed where the batch cannot: on a full disk it fits in WAL space the failed
+        // batch allocated, which kept a stalled consumer looking healthy.
+        if (failingLanes === 0) await view.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: Date.now() });
       },
       ...(retention
         ? {
