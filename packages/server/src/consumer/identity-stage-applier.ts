@@ -48,9 +48,11 @@
  * - the merge window is the one the record was accepted under, queued with it
  *   (QueueRecord.merge_window_ms; view-applier.ts mergeWindowOf), not the policy at apply time: a
  *   policy changed while the two are at different queue positions changes nothing for records
- *   already queued. Records queued before queues kept the window take each part's window at apply
- *   time, and only those could be decided apart (merged but not linked, or linked but discarded), if
- *   the policy changes while the parts are apart over them;
+ *   already queued. Records queued before queues kept the window are given their data set's window
+ *   once, at the consumer's start before any part applies them (queue/sqlite-legacy-windows.ts,
+ *   queue/postgres-legacy-windows.ts), so they too are decided alike (they used to take each part's
+ *   window at apply time: merged but not linked, or linked but discarded, had the policy changed
+ *   while the parts were apart over them);
  * - the suppression list changes only by `identities forget --suppress`, which holds every part at
  *   one queue position before it stores the identifiers (lifecycle-runner.ts), and every part reads
  *   the list under its write lock before each batch (view-consumer.ts), so every

@@ -46,6 +46,7 @@ import { DEFAULT_POLL_MS, runConsumerLoop, type PartitionAssignment, type Partit
 import { ViewConsumer } from './view-consumer.js';
 import type { PostgresViewStore } from '../merged-view/postgres-view-store.js';
 import { readSegments } from '../queue/postgres-event-queue.js';
+import { stampLegacyMergeWindowsPostgres } from '../queue/postgres-legacy-windows.js';
 import type { ConsumerRunOptions } from './consumer-run-options.js';
 import type { SuppressionFilter } from '../lifecycle/lifecycle-backend.js';
 import { DB_NOW_MS, type Pool } from '../postgres/database.js';
@@ -239,6 +240,10 @@ export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStor
       'the view was created with another layout; keeping it (empty the view to change it)',
     );
   }
+  // Segments queued before migration 8 get their data set's merge window before this worker applies
+  // any (queue/postgres-legacy-windows.ts): one empty index probe once there are none.
+  const stamped = await stampLegacyMergeWindowsPostgres(pool, options.mergeWindowMs);
+  if (stamped > 0) logger.info({ segments: stamped }, 'merge windows stamped on segments an earlier version queued');
   const leases = new LeasedPartitions(pool, store, layout, options);
   const retentionMs = options.retentionMs ?? 0;
   logger.info({ env: options.env, pid: process.pid, worker: me, layout: layout.kind, ...(layout.kind === 'sharded' ? { shards: layout.shards } : {}) }, 'consumer started');

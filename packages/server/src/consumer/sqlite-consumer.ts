@@ -5,10 +5,13 @@
  * (consumer-loop.ts), the heartbeat, and queue retention, which the consumer runs since it knows
  * what was applied (the lowest partition offset).
  */
+import { existsSync } from 'node:fs';
 import type { Environment } from '../config.js';
 import type { SqlitePartitionedView } from '../merged-view/partitioned-view-store.js';
 import { MAX_VIEW_PARTITIONS } from '../merged-view/sqlite-view-layout.js';
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
+import { stampLegacyMergeWindows } from '../queue/sqlite-legacy-windows.js';
+import { openQueueDatabase } from '../queue/sqlite-queue-store.js';
 import { SqliteQueueRetention } from '../queue/sqlite-queue-retention.js';
 import { runConsumerLoop } from './consumer-loop.js';
 import type { ConsumerRunOptions } from './consumer-run-options.js';
@@ -46,6 +49,24 @@ export async function runSqliteConsumer(
       'the view was created with another partition count or layout; keeping it (delete the view files to change it)',
     );
   }
+  // Segments an earlier version queued without their merge window get their data set's window now,
+  // before any partition applies one (queue/sqlite-legacy-windows.ts): one empty index probe once
+  // there are none.
+  const stamped = existsSync(queueFile)
+    ? await retryWhileBusy(
+        async () => {
+          const db = openQueueDatabase(queueFile);
+          try {
+            return { segments: stampLegacyMergeWindows(db, options.mergeWindowMs) };
+          } finally {
+            db.close();
+          }
+        },
+        { logger: options.logger, stopped: options.stopped, step: 'stamping the merge windows of segments an earlier version queued' },
+      )
+    : { segments: 0 };
+  if (!stamped) return;
+  if (stamped.segments > 0) options.logger.info({ segments: stamped.segments }, 'merge windows stamped on segments an earlier version queued');
   const assignment = new SqlitePartitions({
     queueFile,
     viewFile: files.viewFile,

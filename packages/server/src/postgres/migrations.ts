@@ -301,4 +301,6 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 7, name: 'merged view: generations per data set', sql: 'CREATE TABLE view_generations (data_set_id text PRIMARY KEY, n bigint NOT NULL);' },
   // Issue 30: the merge window a segment was accepted under, so that every lane decides a re-send alike (queue/event-queue.ts).
   { version: 8, name: 'queue: merge window per segment', sql: 'ALTER TABLE queue_segments ADD COLUMN merge_window_ms bigint;' },
+  // Issue 30: the segments queued before version 8 (no merge window), which workers stamp at their start (queue/postgres-legacy-windows.ts).
+  { version: 9, name: 'queue: index of segments without a merge window', sql: 'CREATE INDEX queue_segments_unstamped ON queue_segments (first_seq) WHERE merge_window_ms IS NULL;' },
 ];

@@ -120,6 +120,24 @@ INSERT INTO queue_accepted (data_set_id, hour, n)
   SELECT data_set_id, received_at - received_at % 3600000, SUM(event_count) FROM queue_segments GROUP BY 1, 2;
 `;
 
+/**
+ * Segments queued before queues kept their merge window (merge_window_ms NULL), indexed so that
+ * finding them costs nothing once there are none: the consumer gives them their data set's window
+ * once, at its start (queue/sqlite-legacy-windows.ts). A writer of this version always stores a
+ * window, so no row it stores enters the index. Built on open by the first writer of this version
+ * (one scan of the table, in the transaction that creates it).
+ */
+export const UNSTAMPED_SEGMENTS_INDEX = 'queue_segments_unstamped';
+
+function addUnstampedIndex(db: Database.Database): void {
+  const present = () => db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?").get(UNSTAMPED_SEGMENTS_INDEX) !== undefined;
+  if (present()) return;
+  db.transaction(() => {
+    if (present()) return; // another process created it while this one waited for the lock
+    db.exec(`CREATE INDEX ${UNSTAMPED_SEGMENTS_INDEX} ON queue_segments (first_seq) WHERE merge_window_ms IS NULL`);
+  }).immediate();
+}
+
 function hasAcceptedCounts(db: Database.Database): boolean {
   return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queue_accepted'").get() !== undefined;
 }
@@ -187,6 +205,7 @@ export function openQueueDatabase(file: string, options: { readonly?: boolean } 
       db.pragma('secure_delete = ON');
       db.exec(QUEUE_SCHEMA);
       for (const columns of ADDED_SEGMENT_COLUMNS) addSegmentColumns(db, columns);
+      addUnstampedIndex(db);
       addAcceptedCounts(db);
     }
   } catch (error) {
