@@ -80,21 +80,20 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
 
   const totals = { records: 0, created: 0, merged: 0, discarded: 0 };
   const lanes = new Map<PartitionStepper, Promise<void>>();
-  const failing = new Set<PartitionStepper>();
+  /** Consecutive failed batches of each lane whose last batch failed: the backoff, and what the tick is told. */
+  const failures = new Map<PartitionStepper, number>();
   let assigned = new Set<PartitionStepper>();
 
   const lane = async (partition: PartitionStepper) => {
-    let failures = 0;
     while (!stop && assigned.has(partition)) {
       let result: StepResult;
       try {
         result = await partition.step();
-        failures = 0;
-        failing.delete(partition);
+        failures.delete(partition);
       } catch (error) {
-        failures++;
-        failing.add(partition);
-        const delay = Math.min(30_000, 250 * 2 ** Math.min(failures, 7));
+        const failed = (failures.get(partition) ?? 0) + 1;
+        failures.set(partition, failed);
+        const delay = Math.min(30_000, 250 * 2 ** Math.min(failed, 7));
         logger.error({ err: { message: (error as Error).message }, partition: partition.name, retry_in_ms: delay }, 'consumer batch failed; retrying');
         await sleep(delay);
         continue;
@@ -116,7 +115,7 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
       if (!lanes.has(partition)) {
         lanes.set(partition, lane(partition).finally(() => {
           lanes.delete(partition);
-          failing.delete(partition);
+          failures.delete(partition);
         }));
       }
     }
@@ -138,7 +137,7 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
       if (options.onTick && now - lastTick >= tickMs) {
         lastTick = now;
         try {
-          await options.onTick({ failingLanes: failing.size });
+          await options.onTick({ failingLanes: failures.size });
         } catch (error) {
           logger.warn({ err: { message: (error as Error).message } }, 'consumer tick failed');
         }
