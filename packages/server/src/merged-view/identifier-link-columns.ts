@@ -31,7 +31,7 @@
  */
 import type Database from 'better-sqlite3';
 import { identityKeyFor, identityKeySeq } from '../model/identity-key.js';
-import { DIGEST_PREFIXES, digestTag } from './identifier-link-table.js';
+import { DIGEST_PREFIXES, hexDigestTag } from './identifier-link-table.js';
 
 /** The compact form's table. */
 const LINKS_TABLE = (name: string) => `CREATE TABLE IF NOT EXISTS ${name} (
@@ -50,20 +50,9 @@ export type StoredIdentifier = Buffer | string;
 
 const DIGEST_LENGTH = 32;
 
-/** Tag of an identifier stored as a digest (identifier-link-table.ts digestTag, 1-4, with 64 lowercase hex digits), or 0. */
-function storedDigestTag(identifier: string): number {
-  const tag = digestTag(identifier);
-  if (tag === 0) return 0;
-  for (let i = identifier.length - 64; i < identifier.length; i++) {
-    const c = identifier.charCodeAt(i);
-    if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return 0; // lowercase hex only: decoding gives lowercase
-  }
-  return tag;
-}
-
 /** The stored form of an identifier. */
 export function storedIdentifier(identifier: string): StoredIdentifier {
-  const tag = storedDigestTag(identifier);
+  const tag = hexDigestTag(identifier);
   if (tag === 0) return identifier;
   const out = Buffer.allocUnsafe(1 + DIGEST_LENGTH);
   out[0] = tag;
@@ -73,7 +62,7 @@ export function storedIdentifier(identifier: string): StoredIdentifier {
 
 /** The stored form as hex when it is a digest (for `unhex` over a JSON array), or null when it is the text. */
 export function storedDigestHex(identifier: string): string | null {
-  const tag = storedDigestTag(identifier);
+  const tag = hexDigestTag(identifier);
   return tag === 0 ? null : `0${tag}${identifier.slice(identifier.length - 64)}`;
 }
 

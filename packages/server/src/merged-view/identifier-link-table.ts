@@ -109,6 +109,21 @@ export function digestTag(identifier: string): number {
   }
 }
 
+/**
+ * Tag of an identifier that `encodeIdentifier` encodes as a digest (1-4): the digest form with 64
+ * lowercase hex digits; 0 for any other. The embedded view stores exactly these as 33 bytes
+ * (identifier-link-columns.ts), so both sides decide by this one check.
+ */
+export function hexDigestTag(identifier: string): number {
+  const tag = digestTag(identifier);
+  if (tag === 0) return 0;
+  for (let i = identifier.length - 64; i < identifier.length; i++) {
+    const c = identifier.charCodeAt(i);
+    if (c >= 128 || HEX[c]! < 0) return 0;
+  }
+  return tag;
+}
+
 /** Encodes `identifier` into `out[0..8]` (tag, then 32 bytes as eight big-endian words). Exact (see the note on top). */
 export function encodeIdentifier(identifier: string, out: Uint32Array): void {
   const tag = digestTag(identifier);
