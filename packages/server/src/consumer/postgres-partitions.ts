@@ -46,7 +46,7 @@ import { DEFAULT_POLL_MS, runConsumerLoop, type PartitionAssignment, type Partit
 import { ViewConsumer } from './view-consumer.js';
 import type { PostgresViewStore } from '../merged-view/postgres-view-store.js';
 import { readSegments } from '../queue/postgres-event-queue.js';
-import { stampLegacyMergeWindowsPostgres } from '../queue/postgres-legacy-windows.js';
+import { readingStamped, stampLegacyMergeWindowsPostgres } from '../queue/postgres-legacy-windows.js';
 import type { ConsumerRunOptions } from './consumer-run-options.js';
 import type { SuppressionFilter } from '../lifecycle/lifecycle-backend.js';
 import { DB_NOW_MS, type Pool } from '../postgres/database.js';
@@ -179,7 +179,7 @@ class LeasedPartitions implements PartitionAssignment {
  * part's, with its fence and counter shard, in the sharded layout), its offset row and its applier.
  */
 export function laneConsumer(pool: Pool, store: PostgresViewStore, lane: ViewLane, options: Omit<ConsumerOptions, 'consumer' | 'applier'>): ViewConsumer {
-  return new ViewConsumer(lane.role === 'data-set' ? store : store.forPart({ consumer: lane.consumer, shard: lane.shard }), laneSource(pool, lane), {
+  return new ViewConsumer(lane.role === 'data-set' ? store : store.forPart({ consumer: lane.consumer, shard: lane.shard }), laneSource(pool, lane, options.mergeWindowMs), {
     ...options,
     consumer: lane.consumer,
     ...(lane.role === 'records' ? { applier: applyRecordShard } : lane.role === 'identities' ? { applier: applyIdentityStage } : {}),
@@ -188,10 +188,13 @@ export function laneConsumer(pool: Pool, store: PostgresViewStore, lane: ViewLan
 
 /**
  * A lane's queue: its partition's segments, read ahead; a record shard keeps its own keys' records
- * and moves past the others (it reads `limit` × shards records for a batch of about `limit`).
+ * and moves past the others (it reads `limit` × shards records for a batch of about `limit`). A
+ * segment an older node queued without its merge window is stamped before any lane takes it
+ * (queue/postgres-legacy-windows.ts `readingStamped`).
  */
-function laneSource(pool: Pool, lane: ViewLane): QueueSource {
-  const source = readingAhead((fromSeq, limit) => readSegments(pool, { fromSeq, limit, part: lane.part }));
+function laneSource(pool: Pool, lane: ViewLane, windowOf: (dataSetId: string) => number): QueueSource {
+  const read = (fromSeq: number, limit: number) => readSegments(pool, { fromSeq, limit, part: lane.part });
+  const source = readingAhead(readingStamped(read, () => stampLegacyMergeWindowsPostgres(pool, windowOf)));
   if (lane.role !== 'records') return source;
   return {
     read: () => Promise.reject(new Error('a record shard reads with readBatch')),

@@ -84,9 +84,10 @@ export interface MergeCounts {
  * that the decision is a function of the queue (the same for every part of the sharded layout, and
  * for a replay, whenever the policy changes). A record queued before queues kept it is stamped with
  * its data set's window at the consumer's start (queue/sqlite-legacy-windows.ts,
- * queue/postgres-legacy-windows.ts); one still null (a reader of a file no writer of this version
- * opened, an older node queueing during a rolling upgrade) takes its data set's window as `options`
- * has it now, asked once a batch (`windows` is the batch's cache).
+ * queue/postgres-legacy-windows.ts; on PostgreSQL also by the first lane that reads one an older
+ * node queued during a rolling upgrade); one still null (a reader of a file no writer of this version
+ * opened, an older embedded binary writing after the stamp, which is not supported) takes its data
+ * set's window as `options` has it now, asked once a batch (`windows` is the batch's cache).
  */
 export function mergeWindowOf(options: ApplyOptions, windows: Map<string, number>, record: QueueRecord): number {
   const queued = record.merge_window_ms;
