@@ -2,8 +2,10 @@
  * Sender-side validation against the ECAPI 1.0 JSON Schema the server uses (loaded by
  * @ecapi-ingest/protocol), compiled once with Ajv's draft 2020-12 build (pure JavaScript). It
  * catches mistakes without a round trip (a missing field, a wrong type, an unknown enum value, a
- * plaintext identifier where a SHA-256 digest belongs) and reports them with the service's message
- * templates and field paths, which come from the protocol package too.
+ * plaintext identifier where a SHA-256 digest belongs) and reports them with the service's error
+ * codes and field paths, which come from the protocol package too. The wording is the service's for
+ * enumerations, required fields and unhashed identifiers; for other schema rules it is Ajv's (the
+ * service says what to send instead: docs/guides/sdk.md, "Local validation").
  *
  * The service additionally checks what JSON Schema cannot express (timestamp window, active ISO
  * currency and country codes, GPP strings, calendar dates); those come back in its per-event errors.

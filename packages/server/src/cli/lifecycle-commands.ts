@@ -132,7 +132,7 @@ export function registerLifecycleCommands(program: Command, ctx: CliContext): vo
   group('identities')
     .command('forget <data_set_id>')
     .description("delete a person's data: every merged record of the identity, the identity, and the queue's copies (audited)")
-    .option('--identifier <type:value>', 'an identifier of the person, like email:<sha256 hex>, phone:<sha256 hex>, cid:<id>, uid:<id>, ifa:<id>')
+    .option('--identifier <type:value>', 'an identifier of the person, like email:<sha256 hex>, phone:<sha256 hex>, cid:<sha256 hex>, uid:<id>, ifa:<id>')
     .option('--identity-key <key>', 'the identity key (ik_…) instead of an identifier')
     .option('--suppress', 'also drop future events carrying any of the identity\'s identifiers before the merged view (counted)', false)
     .option('--actor <who>', 'who asked, for the audit log: up to 200 printable characters (default cli:<user>)')

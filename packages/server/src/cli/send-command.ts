@@ -57,7 +57,7 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
     .option('--data-set <id>', 'data set id (env ECAPI_DATA_SET)')
     .option('--hash', 'normalize and SHA-256 hash plaintext identifiers before sending', false)
     .option('--phone-region <region>', 'with --hash: region of phone numbers written without a country code, like US')
-    .option('--dry-run', 'validate only; send nothing', false)
+    .option('--dry-run', 'check the events locally against the schema (the service checks more); send nothing', false)
     .option('--rejects <file>', 'write rejected and undeliverable events with their reasons (NDJSON)')
     .option('--ca <file>', 'trust this PEM CA certificate (default for --demo or a localhost URL: <data-dir>/tls/localhost-cert.pem)')
     .option('--demo', 'send a signed sample event to the local server with the demo data set\'s key', false)

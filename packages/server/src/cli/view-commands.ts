@@ -242,7 +242,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
   identities
     .command('get <data_set_id> [identity_key]')
     .description('print an identity: its live key, identifiers and event count; by its key, or by one of its identifiers')
-    .option('--identifier <type:value>', 'look the identity up by an identifier, as `identities forget` takes it: email:<sha256 hex>, phone:<sha256 hex>, cid:<id>, uid:<id>, ifa:<id>')
+    .option('--identifier <type:value>', 'look the identity up by an identifier, as `identities forget` takes it: email:<sha256 hex>, phone:<sha256 hex>, cid:<sha256 hex>, uid:<id>, ifa:<id>')
     .action((dataSetId: string, identityKey: string | undefined, opts: { identifier?: string }) => {
       if ((identityKey === undefined) === (opts.identifier === undefined)) throw new CliError('give exactly one of <identity_key> and --identifier');
       const identifier = opts.identifier === undefined ? undefined : parseIdentifier(opts.identifier);

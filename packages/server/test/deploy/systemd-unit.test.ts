@@ -8,8 +8,8 @@
  * - the hardening the deployment guide promises is in it;
  * - its ExecStart command line run for real, with the env file example and the unit's
  *   Environment= (the StateDirectory as data dir): the service starts, the health check passes,
- *   the data dir holds a 0600 master key, and SIGTERM (KillSignal, sent to node alone as
- *   KillMode=mixed does) exits 0.
+ *   the data dir holds a 0600 master key, no demo banner (and its secret) is printed (--no-demo),
+ *   and SIGTERM (KillSignal, sent to node alone as KillMode=mixed does) exits 0.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -85,7 +85,7 @@ test('the unit has the hardening the deployment guide promises', () => {
   assert.equal(one('KillSignal'), 'SIGTERM');
   assert.notEqual(one('MemoryDenyWriteExecute'), 'yes', 'V8 needs writable+executable memory');
   assert.ok(d.get('Environment')?.some((e) => e.includes('ECAPI_DATA_DIR=%S/ecapi-ingest')), 'the data dir is the StateDirectory');
-  assert.match(one('ExecStart')!, /^\/usr\/bin\/node \/opt\/ecapi-ingest\/packages\/server\/dist\/src\/bin\/ecapi-ingest\.js serve$/);
+  assert.match(one('ExecStart')!, /^\/usr\/bin\/node \/opt\/ecapi-ingest\/packages\/server\/dist\/src\/bin\/ecapi-ingest\.js serve --no-demo$/, 'no demo data set and key (its secret would go to the journal)');
   for (const [k, values] of d) for (const v of values) assert.doesNotMatch(`${k}=${v}`, /ECAPI_MASTER_KEY=|ECAPI_ADMIN_TOKEN=|PGPASSWORD=/, 'no secret in the unit');
 });
 
@@ -117,4 +117,6 @@ test('the unit\'s ExecStart, run for real with the env file example and the unit
     const code = await service.stop(d.get('KillSignal')!.at(-1)! as NodeJS.Signals);
     assert.equal(code, 0, service.output().slice(-2000));
   }
+  // serve --no-demo: no demo data set and key, so no secret printed to stderr (the journal).
+  assert.doesNotMatch(service.output(), /First run|secret:/, 'no demo banner');
 });
