@@ -8,17 +8,29 @@
  *
  * Invariants (the writer thread upholds them; see DESIGN.md):
  * - Space is allocated from the `queue_log_head` row INSIDE the queue's write transaction, so
- *   several processes appending to one queue file never write the same bytes, and a transaction
- *   that rolls back leaves its bytes unreferenced: the next commit overwrites them.
+ *   several processes appending to one queue file never write the same bytes. `queue_log_head` is
+ *   the committed end of the log: no committed row points at or past it (in its file, or in any
+ *   later file).
  * - Bodies are written and fdatasync'ed BEFORE the transaction that references them commits. A
  *   committed row therefore always points at durable bytes; bytes without a committed row are
  *   garbage and never read.
+ * - Garbage does not stay: bytes past the committed end (a commit that failed after its bodies
+ *   were written, a writer killed between the two) hold identifiers and event ids that no row
+ *   points at, so no erasure would ever reach them. `trimTo` cuts the log back to the committed
+ *   end (ftruncate: it needs no free space, unlike zeroing) and syncs the cut; the writer thread
+ *   calls it holding the write lock, with the head read in the same transaction, after every
+ *   failed commit that had bodies and once when it starts. `append` also cuts whatever lies past
+ *   the offset it starts writing a file at before writing there (one fstat; the cut, rare, is made
+ *   durable by the fdatasync the bodies need anyway): garbage another process left behind cannot
+ *   end up below the head, where a trim no longer reaches.
+ * - Log files are cut, never unlinked, past the head: another process may still hold a
+ *   descriptor to them, and must keep writing into the file the name designates.
  * - A new log file's directory entry is synced before any row points into it, and so is the log
  *   directory's own entry in its parent (fs/durable-files.ts).
  * - Files are opened without O_APPEND and written at explicit offsets: O_APPEND would ignore the
  *   offset the transaction allocated.
  */
-import { closeSync, fdatasyncSync, openSync, readSync, writevSync, constants as fsc } from 'node:fs';
+import { closeSync, fdatasyncSync, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readSync, writevSync, constants as fsc } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDirDurably, syncDirectory } from '../fs/durable-files.js';
 
@@ -85,7 +97,9 @@ export class BodyLogWriter {
   /**
    * Writes `bodies` after `head` (rolling to a new file when the current one is full), syncs them,
    * and returns each body's location and the new head. Throws on any I/O error: the caller rolls
-   * its transaction back, and nothing written here is referenced.
+   * its transaction back, nothing written here is referenced, and the caller cuts it off again
+   * (`trimTo`). `head` must be the committed end read under the write lock: anything a file holds
+   * past the offset this writes it from is garbage and is cut first.
    */
   append(head: BodyLogHead, bodies: readonly Uint8Array[]): { locations: BodyLocation[]; head: BodyLogHead } {
     const locations: BodyLocation[] = [];
@@ -96,6 +110,10 @@ export class BodyLogWriter {
     const flush = () => {
       if (run.length === 0) return;
       const fd = this.#fd(fileNo);
+      // Bytes past the committed end, left by a failed commit or a killed writer (of any process),
+      // would survive under bodies committed from here on: cut them first. No fsync of its own:
+      // the fdatasync below makes the new size durable with the bodies.
+      if (fstatSync(fd).size > runStart) ftruncateSync(fd, runStart);
       let position = runStart;
       // writevSync may write less than asked (signals, very large runs): continue where it stopped.
       let pending = run;
@@ -129,6 +147,55 @@ export class BodyLogWriter {
     }
     flush();
     return { locations, head: { fileNo, endOffset } };
+  }
+
+  /**
+   * Cuts the log back to `head`: the head's file to its end offset, every later file to zero bytes,
+   * and syncs each file it cut. Returns the bytes removed. Call it only while holding the queue's
+   * write lock, with `head` read from `queue_log_head` in that same transaction: then no committed
+   * row points at what it cuts, and no other writer is between its append and its commit.
+   * Truncation frees space rather than needing it, so it works on a full disk.
+   */
+  trimTo(head: BodyLogHead): number {
+    let names: string[];
+    try {
+      names = readdirSync(this.#dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0; // no body log yet
+      throw error;
+    }
+    let removed = 0;
+    for (const name of names) {
+      const match = /^(\d+)\.log$/.exec(name);
+      if (!match) continue;
+      const fileNo = Number(match[1]);
+      if (fileNo >= head.fileNo) removed += this.#cut(fileNo, fileNo === head.fileNo ? head.endOffset : 0);
+    }
+    return removed;
+  }
+
+  #cut(fileNo: number, end: number): number {
+    const cached = this.#fds.get(fileNo);
+    let fd: number;
+    if (cached !== undefined) fd = cached;
+    else {
+      try {
+        fd = openSync(bodyLogFile(this.#dir, fileNo), fsc.O_RDWR);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+        throw error;
+      }
+    }
+    try {
+      const size = fstatSync(fd).size;
+      if (size <= end) return 0;
+      ftruncateSync(fd, end);
+      // Only after a failure or at start: a power failure must not bring the bytes back.
+      fsyncSync(fd);
+      return size - end;
+    } finally {
+      if (cached === undefined) closeSync(fd);
+    }
   }
 
   close(): void {

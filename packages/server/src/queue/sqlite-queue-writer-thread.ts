@@ -12,10 +12,18 @@
  *
  * Sequence numbers are taken inside the transaction, from the table itself, so several processes
  * appending to one file (serve --workers N) never collide.
+ *
+ * A commit that fails after its group's bodies went to the body log leaves bytes no row points at
+ * (identifiers, event ids that no erasure would ever reach). After the ROLLBACK this thread takes
+ * the write lock again, reads the committed end (`queue_log_head`) and cuts the log back to it
+ * (`trimBodyLog`); it does the same once at start, for a writer killed between its append and its
+ * COMMIT. The committed end is read afresh under the lock rather than remembered: after a failed
+ * COMMIT SQLite may already have rolled back and released the lock, and another process may have
+ * committed past our bytes meanwhile. A successful commit does no I/O for any of this.
  */
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { openQueueDatabase } from './sqlite-queue-store.js';
-import { BODY_LOG_MIN_BYTES, BodyLogWriter, bodyLogDir, type BodyLocation } from './sqlite-body-log.js';
+import { BODY_LOG_MIN_BYTES, BodyLogWriter, bodyLogDir, type BodyLocation, type BodyLogHead } from './sqlite-body-log.js';
 import type { WriterMessage, WriterReply, WriterRequest } from './sqlite-queue-writer-protocol.js';
 
 /** Upper bound of events per commit, so one group never holds an unbounded transaction. */
@@ -65,6 +73,39 @@ const NO_BYTES = Buffer.alloc(0);
 
 const isLogged = (events: string | Uint8Array): events is Uint8Array => typeof events !== 'string' && events.byteLength >= BODY_LOG_MIN_BYTES;
 
+/** The body log still holds bytes past its committed end: a cut failed or could not take the lock. */
+let trimPending = false;
+
+/** Inside a write transaction: cuts the body log back to the end this transaction reads as committed. */
+function trimInTransaction(): void {
+  try {
+    bodyLog.trimTo(logHead.get() as BodyLogHead);
+    trimPending = false;
+  } catch {
+    trimPending = true; // tried again at the start of the next commit
+  }
+}
+
+/**
+ * Cuts the body log back to its committed end in a transaction of its own (the write lock, so no
+ * other process is between an append and its commit). After a failed commit and at start; if the
+ * lock cannot be had, the next commit does it first.
+ */
+function trimBodyLog(): void {
+  try {
+    beginImmediate();
+  } catch {
+    trimPending = true;
+    return;
+  }
+  trimInTransaction(); // never throws
+  try {
+    db.exec('ROLLBACK'); // it wrote nothing
+  } catch {
+    // The next BEGIN IMMEDIATE reports what is wrong with the connection, as a failed commit.
+  }
+}
+
 /**
  * Large bodies of the group go to the body log, written and synced before the transaction that
  * points at them commits (sqlite-body-log.ts). Space comes from queue_log_head, read inside this
@@ -83,9 +124,12 @@ function logBodies(group: readonly WriterRequest[]): (BodyLocation | undefined)[
 function commitGroup(group: WriterRequest[]): WriterReply {
   const ids = group.map((r) => r.id);
   const started = performance.now();
+  let appending = false;
   try {
     beginImmediate();
     try {
+      if (trimPending) trimInTransaction();
+      appending = group.some(({ segment }) => segment !== undefined && isLogged(segment.events));
       let seq = (nextSeq.get() as { next: number } | undefined)?.next ?? 1;
       const firstSeqs: number[] = [];
       const logged = logBodies(group);
@@ -114,6 +158,9 @@ function commitGroup(group: WriterRequest[]): WriterReply {
       throw error;
     }
   } catch (error) {
+    // Some of the group's bodies may be in the log (all of them, or part of a write that failed):
+    // no row points at them. Cut them off before anything is answered.
+    if (appending) trimBodyLog();
     return { ok: false, ids, message: error instanceof Error ? error.message : String(error) };
   }
 }
@@ -169,4 +216,7 @@ port.on('message', (first: WriterMessage) => {
   if (closeAfter) closeWriter();
 });
 
+// A writer killed between its append and its COMMIT (this process's last run, or another
+// process's) left bytes past the committed end: gone before this writer takes any request.
+trimBodyLog();
 port.postMessage({ ready: true });
