@@ -43,6 +43,8 @@ export interface ServeConfig {
   readonly handshakeTimeoutMs?: number;
   /** Connections mid-handshake per serving process; past it the oldest is dropped. */
   readonly maxPendingHandshakes?: number;
+  /** Established connections per serving process; past it the oldest not yet authenticated is dropped (http/public-tls-server.ts). */
+  readonly maxConnections?: number;
   /** A request whose body sends nothing for this long is dropped. */
   readonly bodyIdleTimeoutMs?: number;
   /** Minimum average body rate of untrusted requests after bodyIdleTimeoutMs; 0 turns it off. */

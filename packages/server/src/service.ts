@@ -97,6 +97,7 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       bodyBudgetBytes: config.bodyBudgetBytes,
       handshakeTimeoutMs: config.handshakeTimeoutMs,
       maxPendingHandshakes: config.maxPendingHandshakes,
+      maxConnections: config.maxConnections,
       bodyIdleTimeoutMs: config.bodyIdleTimeoutMs,
       minBodyBytesPerSecond: config.minBodyBytesPerSecond,
       proxyProtocolFrom: config.proxyProtocolFrom,

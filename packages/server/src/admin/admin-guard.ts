@@ -43,6 +43,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
 import { FailedAuthShedder, type FailedAuthLimits } from '../rate-limit/failed-auth-shedder.js';
+import { clientKeyOf } from '../rate-limit/client-key.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 export const MIN_ADMIN_TOKEN_LENGTH = 32;
@@ -135,19 +136,8 @@ export class AdminHostCheck {
 
 export const ADMIN_FAILED_AUTH_LIMITS: FailedAuthLimits = Object.freeze({ perSecond: 1 / 6, burst: 10 });
 export const ADMIN_MAX_TRACKED_CLIENTS = 10_000;
-
-/** The throttle's key of a client address: IPv4 (also v4-mapped) as is, IPv6 by its /64. */
-export function clientKeyOf(address: string | undefined): string {
-  if (!address) return 'unknown';
-  const v4 = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (v4) return v4[1]!;
-  if (isIP(address) !== 6) return address;
-  const [head = '', tail = ''] = address.toLowerCase().split('%')[0]!.split('::') as [string?, string?];
-  const left = head === '' ? [] : head.split(':');
-  const right = address.includes('::') ? (tail === '' ? [] : tail.split(':')) : [];
-  const groups = [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
-  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
-}
+/** Shared with the public port's shedding (rate-limit/client-key.ts). */
+export { clientKeyOf };
 
 /** How long a client key that presented the correct token keeps having its tokens compared while throttled. */
 export const ADMIN_VERIFIED_FOR_MS = 10 * 60_000;

@@ -52,6 +52,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--body-buffer <MiB>', 'request-body bytes one serving process holds at once; later bodies wait unread', '16')
     .option('--handshake-timeout <duration>', 'a TLS handshake must complete within this', '10s')
     .option('--max-pending-handshakes <n>', 'connections mid-handshake per serving process; past it the oldest is dropped', '1024')
+    .option('--max-connections <n>', 'established connections per serving process; past it the oldest on which no request authenticated is dropped', '10000')
     .option('--body-idle-timeout <duration>', 'a request whose body sends nothing for this long is dropped', '10s')
     .addOption(new Option('--proxy-protocol <CIDRs>', 'comma-separated addresses or CIDRs of L4 balancers that send a PROXY protocol v1/v2 header: from them the header gives the client address (failed-auth shedding); a header from any other peer closes the connection').env('ECAPI_PROXY_PROTOCOL'))
     .option('--min-body-rate <KiB/s>', 'bodies on connections not yet authenticated must average this after --body-idle-timeout (0: off)', '64')
@@ -60,7 +61,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
       demo: boolean; worker: boolean; tlsCert?: string; tlsKey?: string; controlPoll: string; workers?: string;
       failedAuthRps: string; failedAuthBurst: string; rateLimit: boolean;
       headersTimeout: string; requestTimeout: string; keepAliveTimeout: string; bodyBuffer: string;
-      handshakeTimeout: string; maxPendingHandshakes: string; bodyIdleTimeout: string; minBodyRate: string;
+      handshakeTimeout: string; maxPendingHandshakes: string; maxConnections: string; bodyIdleTimeout: string; minBodyRate: string;
       proxyProtocol?: string;
     }) => {
       if (cluster.isWorker) {
@@ -118,6 +119,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         bodyBudgetBytes: Math.round(parsePositive(opts.bodyBuffer) * 1024 * 1024),
         handshakeTimeoutMs: parseDurationMs(opts.handshakeTimeout),
         maxPendingHandshakes: Math.floor(parsePositive(opts.maxPendingHandshakes)),
+        maxConnections: Math.floor(parsePositive(opts.maxConnections)),
         bodyIdleTimeoutMs: parseDurationMs(opts.bodyIdleTimeout),
         minBodyBytesPerSecond: opts.minBodyRate === '0' ? 0 : Math.round(parsePositive(opts.minBodyRate) * 1024),
         proxyProtocolFrom: opts.proxyProtocol === undefined ? undefined : parseProxyProtocolOption(opts.proxyProtocol),

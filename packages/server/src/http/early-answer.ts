@@ -8,8 +8,19 @@
  *   once the answer is written and destroyed LINGER_MS later, reading (and dropping) what the
  *   client still sends meanwhile: an immediate destroy with unread input makes the kernel reset the
  *   connection, and the reset can discard the answer before the client reads it.
- * - HTTP/2: the stream is closed with NO_ERROR once the answer is written; the session lives on.
- * - Called once per early answer, never per chunk: no state beyond the `closing` set of the server.
+ * - HTTP/2: the stream is closed with NO_ERROR once the answer is written; the session lives on,
+ *   unless it is past its refusals (below).
+ * - Called once per early answer, never per chunk: no state beyond the `closing` set of the server
+ *   and the refusal counts.
+ *
+ * Refusals per untrusted connection (audit: sessions held open by refused requests). A connection
+ * (HTTP/2 session, HTTP/1.1 socket) on which no request passed the HMAC may carry at most
+ * MAX_UNTRUSTED_REFUSALS requests answered without authentication (any 4xx before the HMAC: 401,
+ * shed 429, 404, 400...); the answer to the last one ends it: HTTP/2 GOAWAY once it is written
+ * (streams under way finish, no new ones), HTTP/1.1 `Connection: close` (most such answers close
+ * HTTP/1.1 at once anyway; a 401 after the body did not). A client that holds a secret is never
+ * counted: its first signed request makes the connection trusted. Counted in public-server.ts's
+ * answer, only for answers without a verified key id: the signed path pays one property test.
  */
 import { constants as h2, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -46,4 +57,30 @@ export function closeAfterResponse(req: IncomingMessage | Http2ServerRequest, re
   res.on('finish', () => {
     if (!socket.destroyed && socket.writable) lingerThenDestroy.call(socket);
   });
+}
+
+/** Requests answered without authentication on a connection where none passed the HMAC; the last one's answer ends it. */
+export const MAX_UNTRUSTED_REFUSALS = 3;
+
+/**
+ * Counts a refusal (an answer without authentication) on an untrusted connection, and ends the
+ * connection after this answer when it is the MAX_UNTRUSTED_REFUSALS-th. Call before the response
+ * is written (HTTP/1.1's `Connection: close` is decided from `closing`). `refusals`: the server's
+ * counts, by HTTP/2 session or HTTP/1.1 socket.
+ */
+export function countRefusal(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse, refusals: WeakMap<object, number>, closing: WeakSet<Socket>): void {
+  const isH2 = 'stream' in req;
+  const connection: object | undefined = isH2 ? req.stream.session : req.socket;
+  if (connection === undefined) return;
+  const count = (refusals.get(connection) ?? 0) + 1;
+  refusals.set(connection, count);
+  if (count < MAX_UNTRUSTED_REFUSALS) return;
+  if (isH2) {
+    const session = req.stream.session!;
+    res.on('finish', () => {
+      if (!session.closed && !session.destroyed) session.close();
+    });
+  } else if (!closing.has(req.socket)) {
+    closeAfterResponse(req, res, closing);
+  }
 }

@@ -11,7 +11,12 @@
  *   body-reader.ts    the body, under the body budget (body-budget.ts) and the sweep (body-sweep.ts);
  *   events-request.ts the spec's checks of (headers, body) and the queue;
  * and here: the answer (X-Request-Id, log line, metrics), trust of a connection that passed the
- * HMAC, and shutdown. The threat model and every bound: docs/SECURITY.md.
+ * HMAC (told to public-tls-server.ts, which closes untrusted connections at a deadline and drops the
+ * oldest one past the connection cap), the count of requests refused on a connection that never
+ * authenticated (early-answer.ts countRefusal: the 3rd ends it), and shutdown. The client address
+ * that shedding counts is keyed by rate-limit/client-key.ts (IPv6 by /64). Log lines of refusals
+ * before authentication are aggregated by the log writer (observability/logger.ts). The threat
+ * model and every bound: docs/SECURITY.md.
  *
  * Hazards handled here:
  * - Per request: one BodyReader and the closures below, nothing more; helpers of other modules are
@@ -29,11 +34,12 @@ import { requestLineWriter, type Logger } from '../observability/logger.js';
 import type { ServiceMetrics } from '../observability/service-metrics.js';
 import { requestError } from '../errors.js';
 import type { FailedAuthShedder } from '../rate-limit/failed-auth-shedder.js';
+import { clientKeyOf } from '../rate-limit/client-key.js';
 import { BodyBudget } from './body-budget.js';
 import { handleEventsRequest, requestErrorOutcome, type EventsOutcome, type EventsRequestDeps } from './events-request.js';
 import { clientAddressOf, createPublicTlsServer, type PublicServerConfig } from './public-tls-server.js';
 import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_MIN_BODY_BYTES_PER_SECOND, SWEEP_MS, sweepBodies, type BodySweepLimits, type BodyWatch } from './body-sweep.js';
-import { closeAfterResponse } from './early-answer.js';
+import { closeAfterResponse, countRefusal } from './early-answer.js';
 import { headRefusal } from './head-refusal.js';
 import { BodyReader, type ReaderHost } from './body-reader.js';
 
@@ -69,7 +75,8 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
   const bodyIdleTimeoutMs = config.bodyIdleTimeoutMs ?? DEFAULT_BODY_IDLE_TIMEOUT_MS;
   const minBodyBytesPerSecond = config.minBodyBytesPerSecond ?? DEFAULT_MIN_BODY_BYTES_PER_SECOND;
-  const { server, sockets, active, sessions } = createPublicTlsServer(config);
+  const tls = createPublicTlsServer(config);
+  const { server, sockets, active, sessions } = tls;
 
   const bodyBudget = new BodyBudget(config.bodyBudgetBytes);
   deps.metrics.watchBodyBudget(bodyBudget);
@@ -77,6 +84,8 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   const closing = new WeakSet<Socket>();
   /** Connections (HTTP/1.1 sockets, HTTP/2 sessions) on which a request passed the HMAC check. */
   const trusted = new WeakSet<object>();
+  /** Untrusted connections: requests answered without authentication so far (early-answer.ts countRefusal). */
+  const refusals = new WeakMap<object, number>();
   /** What every BodyReader shares: the budget, the sweep's set and its coarse clock. */
   const readers: ReaderHost = { clock: performance.now(), budget: bodyBudget, watched: new Set<BodyWatch>() };
   let shuttingDown = false;
@@ -109,13 +118,17 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   const finish = (req: Request, res: Response, requestId: string, started: number, outcome: EventsOutcome | { status: number }, extraHeaders?: Record<string, string>, requestBody?: Buffer): void => {
     const body = 'body' in outcome ? outcome.body : '';
     const headers = { ...(outcome as EventsOutcome).headers, ...extraHeaders };
+    const o = outcome as Partial<EventsOutcome>;
+    // Answered without authentication on a connection where nothing authenticated: counted, the last allowed one ends it.
+    if (o.keyId === undefined && outcome.status >= 400 && outcome.status < 500 && !trusted.has('stream' in req ? req.stream.session ?? req : req.socket)) {
+      countRefusal(req, res, refusals, closing);
+    }
     // HTTP/1.1: say so whenever this connection ends after the response (HTTP/2 forbids the header).
     if (!('stream' in req) && (shuttingDown || closing.has(req.socket))) headers.connection = 'close';
     send(res, outcome.status, body, requestId, headers);
     const latencyMs = performance.now() - started;
     deps.metrics.countRequest(outcome.status);
     deps.metrics.requestDuration.observe(latencyMs / 1000);
-    const o = outcome as Partial<EventsOutcome>;
     logRequest({
       request_id: requestId,
       status: outcome.status,
@@ -144,8 +157,9 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     const requestId = randomUUID();
     const connection: object | undefined = isH2 ? req.stream.session : socket;
     const peer = isH2 ? req.stream.session?.socket as Socket | undefined : socket;
-    // The client's address: the peer's, or the one a trusted proxy's PROXY header gave (connection-front.ts).
-    const address = clientAddressOf(peer);
+    // The client, as shedding counts it: the peer's address, or the one a trusted proxy's PROXY header
+    // gave (connection-front.ts); IPv4 as is, IPv6 by its /64 (rate-limit/client-key.ts).
+    const address = clientKeyOf(clientAddressOf(peer));
     // The key id the request names (not yet verified): it selects a verified pair's bucket (failed-auth-shedder.ts).
     const namedKeyId = req.headers[HEADER_KEY_ID];
     const keyId = typeof namedKeyId === 'string' ? namedKeyId : undefined;
@@ -170,7 +184,10 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
             // and so does this (key id, address) pair.
             if (outcome.keyId !== undefined) {
               deps.failedAuth.recordVerified(address, outcome.keyId);
-              if (!trustedConnection && connection !== undefined) trusted.add(connection);
+              if (!trustedConnection && connection !== undefined && !trusted.has(connection)) {
+                trusted.add(connection);
+                tls.trust(peer);
+              }
             }
             if (outcome.status === 401) deps.failedAuth.recordFailure(address, keyId);
             finish(req, res, requestId, started, outcome, undefined, body);

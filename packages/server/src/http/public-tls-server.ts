@@ -18,6 +18,20 @@
  *   requestTimeoutMs, else the connection or stream is destroyed; idle keep-alive connections are
  *   closed after keepAliveTimeoutMs. Node checks the HTTP/1.1 headers timeout only when it sweeps
  *   its connection list, so that sweep is made to run every second.
+ * - Connections that never authenticated (audit: 3,000 HTTP/2 sessions held open by one bogus
+ *   request every 50 s each). A connection is *untrusted* until a request on it passes the HMAC
+ *   (public-server.ts calls trust()). An untrusted connection is closed keepAliveTimeoutMs after its
+ *   handshake whatever it sends, so refused requests (401, shed 429, 404...) never extend its life
+ *   (Node's own idle timer is reset by every stream): HTTP/2 gets GOAWAY (streams under way
+ *   finish), an idle HTTP/1.1 connection is ended, a busy one gets requestTimeoutMs more, then is
+ *   destroyed. One sweep a second walks the untrusted connections (no timer per connection); a
+ *   trusted connection costs nothing here and keeps Node's idle timeout alone. (The cap on refusals
+ *   per untrusted connection: early-answer.ts.)
+ * - At most maxConnections established connections (default 10,000): past it the **oldest
+ *   untrusted** one is dropped to make room, like handshakes, so an attacker filling the cap cannot
+ *   lock out new senders (each gets its first request's round trip before it could be pushed out),
+ *   and trusted connections are never dropped for it; when every connection is trusted, the new one
+ *   is refused. Node's server.maxConnections is not used: it refuses the newest.
  * - The socket, active-request and session sets are what shutdown() walks: a socket leaves them
  *   only on 'close', so a graceful shutdown never misses a connection.
  */
@@ -48,10 +62,19 @@ export interface PublicServerConfig {
    * headers are believed; absent or empty: no PROXY header is accepted from anyone.
    */
   readonly proxyProtocolFrom?: readonly string[];
+  /** Established connections per process; past it the oldest untrusted one is dropped. Default 10,000. */
+  readonly maxConnections?: number;
 }
 
 /** The client address of a connection, when a trusted PROXY header gave one (see clientAddressOf). */
 const CLIENT_ADDRESS = Symbol('ecapi.clientAddress');
+/**
+ * On a TLS socket: the socket itself, and its HTTP/2 session. Read (and written) through an HTTP/2
+ * session's socket proxy, which forwards other properties to the TLS socket.
+ */
+const SELF = Symbol('ecapi.tlsSocket');
+const SESSION = Symbol('ecapi.session');
+type TrackedSocket = TLSSocket & { [SELF]?: TLSSocket; [SESSION]?: ServerHttp2Session; [CLIENT_ADDRESS]?: string };
 
 /**
  * The client's address of a request's connection: the one a trusted PROXY header named, else the
@@ -76,6 +99,15 @@ const parserAnswers: Record<string, string> = {
 /** After such an answer, the socket is destroyed this long after its half-close. */
 const CLIENT_ERROR_LINGER_MS = 1000;
 export const DEFAULT_MAX_PENDING_HANDSHAKES = 1024;
+export const DEFAULT_MAX_CONNECTIONS = 10_000;
+/** How often the untrusted connections are checked against their deadline. */
+const UNTRUSTED_SWEEP_MS = 1000;
+
+/** An untrusted connection's deadline; `graced` once an HTTP/1.1 one found busy got requestTimeoutMs more. */
+interface Untrusted {
+  deadline: number;
+  graced: boolean;
+}
 
 /** The TLS server of the public port and the connections it tracks (for shutdown). */
 export interface PublicTlsServer {
@@ -86,6 +118,14 @@ export interface PublicTlsServer {
   readonly active: Map<Socket, number>;
   /** HTTP/2 sessions. */
   readonly sessions: Set<ServerHttp2Session>;
+  /**
+   * A request on this connection passed the HMAC: it is no longer closed for being untrusted nor
+   * dropped for the connection cap. `peer`: the HTTP/1.1 socket, or an HTTP/2 session's socket.
+   * Call once per connection (it costs a map deletion).
+   */
+  trust(peer: Socket | undefined): void;
+  /** Connections on which no request passed the HMAC yet (for tests and metrics). */
+  readonly untrustedConnections: () => number;
 }
 
 /**
@@ -97,6 +137,7 @@ export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServ
   const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
   const keepAliveTimeoutMs = config.keepAliveTimeoutMs ?? 65_000;
   const maxPendingHandshakes = config.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES;
+  const maxConnections = config.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
   const server = createSecureServer({
     // Node >= 24 refuses an HTTP/1.1 request without Host itself, with a bare 400 and no body (Node
     // 20 and 22 let it through): we answer it in the request handler, with the reason, on every version.
@@ -152,16 +193,59 @@ export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServ
 
   const sockets = new Set<Socket>();
   const active = new Map<Socket, number>();
+  /** Established connections on which no request passed the HMAC yet, oldest first. */
+  const untrusted = new Map<TLSSocket, Untrusted>();
+  /** Closes an untrusted connection politely: HTTP/2 GOAWAY (its streams finish), HTTP/1.1 end. */
+  const closeUntrusted = (socket: TrackedSocket): void => {
+    const session = socket[SESSION];
+    if (session !== undefined) {
+      if (!session.closed && !session.destroyed) session.close();
+    } else {
+      socket.end();
+    }
+  };
   server.on('secureConnection', (socket: TLSSocket) => {
     handshaking.delete(`${socket.remoteAddress}|${socket.remotePort}`);
     const client = front.takeClientAddress(socket.remoteAddress, socket.remotePort);
-    if (client !== undefined) (socket as TLSSocket & { [CLIENT_ADDRESS]?: string })[CLIENT_ADDRESS] = client;
+    const tracked = socket as TrackedSocket;
+    if (client !== undefined) tracked[CLIENT_ADDRESS] = client;
+    tracked[SELF] = socket;
+    // The connection cap: make room by dropping the oldest untrusted connection; none: refuse this one.
+    if (sockets.size >= maxConnections) {
+      const oldest = untrusted.keys().next().value as TLSSocket | undefined;
+      if (oldest === undefined) {
+        socket.destroy();
+        return;
+      }
+      untrusted.delete(oldest);
+      oldest.destroy();
+    }
     sockets.add(socket);
+    untrusted.set(socket, { deadline: performance.now() + keepAliveTimeoutMs, graced: false });
     socket.on('close', () => {
       sockets.delete(socket);
       active.delete(socket);
+      untrusted.delete(socket);
     });
   });
+  // Untrusted connections past their deadline (see the header): refused requests never move it.
+  const untrustedSweep = setInterval(() => {
+    const now = performance.now();
+    for (const [socket, state] of untrusted) {
+      if (now < state.deadline) continue;
+      const busy = (active.get(socket) ?? 0) > 0 && (socket as TrackedSocket)[SESSION] === undefined;
+      if (busy && !state.graced) {
+        state.graced = true;
+        state.deadline = now + requestTimeoutMs;
+        continue;
+      }
+      untrusted.delete(socket);
+      if (busy) socket.destroy();
+      else closeUntrusted(socket);
+    }
+  }, UNTRUSTED_SWEEP_MS);
+  untrustedSweep.unref();
+  server.on('close', () => clearInterval(untrustedSweep));
   // Node's own answers to an HTTP/1.1 request its parser refuses (400, 408, 413, 431), written with
   // end() instead of Node's write() + destroy(): TLS completes a write on the next turn of the event
   // loop, so output still queued behind the handshake's last records (a connection handed over by
@@ -185,7 +269,13 @@ export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServ
   const sessions = new Set<ServerHttp2Session>();
   server.on('session', (session) => {
     sessions.add(session);
+    // Written through the socket proxy onto the TLS socket (before its 'secureConnection' handler runs).
+    (session.socket as TrackedSocket)[SESSION] = session;
     session.on('close', () => sessions.delete(session));
   });
-  return { server, sockets, active, sessions };
+  const trust = (peer: Socket | undefined): void => {
+    const socket = (peer as TrackedSocket | undefined)?.[SELF];
+    if (socket !== undefined) untrusted.delete(socket);
+  };
+  return { server, sockets, active, sessions, trust, untrustedConnections: () => untrusted.size };
 }

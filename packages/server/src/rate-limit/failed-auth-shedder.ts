@@ -1,6 +1,8 @@
 /**
- * Pre-authentication shedding: a token bucket per client IP address, spent by requests that fail
- * authentication. While an address's bucket is empty, every request from it is answered 429 before
+ * Pre-authentication shedding: a token bucket per client address, spent by requests that fail
+ * authentication. The callers pass the client's key (rate-limit/client-key.ts): an IPv4 address as
+ * is, an IPv6 address by its /64, since one IPv6 host can send from any address of its /64 and
+ * would otherwise get a fresh burst with each. While an address's bucket is empty, every request from it is answered 429 before
  * its body is read or any HMAC computed, so signature guessing and floods cost the attacker more
  * than the service. Authenticated traffic never spends it, and it never touches a data set's budget.
  *
