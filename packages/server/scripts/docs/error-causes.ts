@@ -44,12 +44,13 @@ export const REQUEST_ERROR_CAUSES: Readonly<Record<string, ErrorCause>> = {
   },
   UNKNOWN_VERSION: { cause: '`POST /v2/events` and the like' },
   RATE_LIMITED: {
-    cause: 'over a data set\'s limit, or too many failed authentications from one address (pre-auth shedding): wait `Retry-After` seconds; nothing of the request was queued',
+    cause: 'over a data set\'s limit, too many failed authentications from one address (pre-auth shedding), or (HTTP/1.1) too many bodies of connections not yet authenticated waiting for memory (a connection is trusted once one of its requests passed the HMAC): wait `Retry-After` seconds; nothing of the request was queued',
     examples: [
       ['burst of 5000 requests per second'],
       ['1000 requests per second sustained'],
       ['100000 events per second'],
       ['too many failed authentication attempts from this address'],
+      ['too many request bodies from connections not yet authenticated are waiting; retry after Retry-After seconds'],
     ],
   },
   BACKEND_UNAVAILABLE: { cause: 'not stored; retry with backoff (resending the same ids is safe)' },

@@ -25,13 +25,37 @@
  *   most `untrustedShare` of the budget (a quarter by default), so bodies that stall or crawl
  *   without credentials can never take the room authenticated senders need; the public server's
  *   body idle timeout and minimum rate bound how long they hold even that.
- * - A body that is already whole in memory when it would wait (it came with its first read, or,
- *   on HTTP/1.1, arrived while it waited) is counted and admitted at once (admitNow): its bytes are
- *   held either way. Only reading more is what waiting saves; most single events never wait.
+ * - A body that is already whole in memory when it would wait (it came with its first read, or
+ *   arrived while it waited: the sweep sees it, body-sweep.ts) is counted and admitted at once
+ *   (admitNow): its bytes are held either way. Only reading more is what waiting saves; most single events never wait.
  * - Requests are admitted in arrival order within their class, trusted ones first. A request is
  *   always admitted when nothing else (of its class) is in flight, so a body larger than the
  *   budget still gets through.
  * - Every reservation is released exactly once, when the exchange closes, however it ends.
+ *
+ * Waiting untrusted requests are capped (audit of 2026-11-27: uncapped, 8 HTTP/2 sessions of 256
+ * streams held 407 MB for the 30 s request timeout). A waiting request is not free: besides its
+ * objects it holds what it sent before we stopped reading: on HTTP/2 up to ~192 KiB a stream
+ * (measured: Node fills the request's and the stream's 64 KiB buffers, and the stream's 64 KiB
+ * flow-control window is already granted; pause stops the window from being refilled, nothing
+ * less), on HTTP/1.1 ~112 KiB (one socket read and the request's buffer).
+ * So at most `maxUntrustedWaiting` untrusted requests wait in all (128 by default: ≤ 24 MiB on
+ * HTTP/2, 14 MiB on HTTP/1.1; a fleet of senders opening 100 connections at once still waits
+ * rather than being refused) and at
+ * most `maxUntrustedWaitingPerConnection` (8) from one connection (an HTTP/1.1 socket or an HTTP/2
+ * session, so that one session cannot take every place); reserve() refuses any more at once
+ * (returns null: the reader refuses the request, body-reader.ts): the newcomer is refused, the
+ * requests already waiting keep their place. Trusted requests are never refused (their senders hold a
+ * secret); waiting bytes are not counted against the share (the caps bound them), only admitted
+ * ones are.
+ *
+ * Costs: the queues are linked lists, so a request leaving the queue (its client left, or the
+ * sweep dropped it) costs O(1), however many wait: with arrays, indexOf + splice made a mass expiry
+ * of n waiters O(n^2) and stalled the event loop for seconds. Admission is one loop, never
+ * recursive: an admitted request that releases at once (its stream died meanwhile: body-reader.ts)
+ * does not start a nested admission, so a thousand dead waiters cost a thousand steps, not a
+ * thousand stack frames. The trusted path with room (reserve or admitNow) allocates nothing but
+ * its reservation.
  */
 
 /** What a body without Content-Length reserves up front. */
@@ -43,6 +67,12 @@ export const DEFAULT_BODY_BUDGET_BYTES = 16 * 1024 * 1024;
 /** Share of the budget that untrusted requests may hold together. */
 export const DEFAULT_UNTRUSTED_SHARE = 0.25;
 
+/** Untrusted requests that may wait for room at once, in all (each holds up to ~190 KiB on HTTP/2). */
+export const DEFAULT_MAX_UNTRUSTED_WAITING = 128;
+
+/** Untrusted requests that may wait for room at once on one connection (HTTP/1.1 socket, HTTP/2 session). */
+export const DEFAULT_MAX_UNTRUSTED_WAITING_PER_CONNECTION = 8;
+
 export interface BodyReservation {
   /** Counts bytes received beyond the reservation (chunked bodies). */
   grow(bytes: number): void;
@@ -50,23 +80,76 @@ export interface BodyReservation {
   release(): void;
 }
 
+export interface WaitingCaps {
+  /** Untrusted requests waiting at once, in all. */
+  readonly maxUntrustedWaiting: number;
+  /** Untrusted requests waiting at once on one connection. */
+  readonly maxUntrustedWaitingPerConnection: number;
+}
+
+/** A request waiting for room: a node of its class's queue (a doubly linked list). */
 interface Waiter {
   readonly bytes: number;
   readonly trusted: boolean;
   readonly admit: (reservation: BodyReservation) => void;
+  /** Untrusted: the connection it counts against (undefined: none known). */
+  readonly connection: object | undefined;
+  prev: Waiter | null;
+  next: Waiter | null;
+  /** Still in its queue (false once admitted or withdrawn). */
+  queued: boolean;
 }
+
+class WaitQueue {
+  head: Waiter | null = null;
+  tail: Waiter | null = null;
+  length = 0;
+
+  push(entry: Waiter): void {
+    entry.prev = this.tail;
+    if (this.tail === null) this.head = entry;
+    else this.tail.next = entry;
+    this.tail = entry;
+    this.length++;
+  }
+
+  remove(entry: Waiter): void {
+    if (entry.prev === null) this.head = entry.next;
+    else entry.prev.next = entry.next;
+    if (entry.next === null) this.tail = entry.prev;
+    else entry.next.prev = entry.prev;
+    entry.prev = entry.next = null;
+    entry.queued = false;
+    this.length--;
+  }
+}
+
+const NOTHING_TO_WITHDRAW = (): void => {};
 
 export class BodyBudget {
   readonly #limit: number;
   readonly #untrustedLimit: number;
+  readonly #maxUntrustedWaiting: number;
+  readonly #maxPerConnection: number;
   #inFlight = 0;
   #untrustedInFlight = 0;
-  readonly #waiting: Waiter[] = [];
-  readonly #untrustedWaiting: Waiter[] = [];
+  readonly #waiting = new WaitQueue();
+  readonly #untrustedWaiting = new WaitQueue();
+  /** Untrusted requests waiting, per connection (an entry leaves at 0). */
+  readonly #waitingPerConnection = new Map<object, number>();
+  #refused = 0;
+  /** #admitWaiting() is running (a release inside an admission must not start another). */
+  #admitting = false;
 
-  constructor(limitBytes: number = DEFAULT_BODY_BUDGET_BYTES, untrustedShare: number = DEFAULT_UNTRUSTED_SHARE) {
+  constructor(
+    limitBytes: number = DEFAULT_BODY_BUDGET_BYTES,
+    untrustedShare: number = DEFAULT_UNTRUSTED_SHARE,
+    caps: Partial<WaitingCaps> = {},
+  ) {
     this.#limit = limitBytes;
     this.#untrustedLimit = Math.max(1, Math.floor(limitBytes * untrustedShare));
+    this.#maxUntrustedWaiting = caps.maxUntrustedWaiting ?? DEFAULT_MAX_UNTRUSTED_WAITING;
+    this.#maxPerConnection = caps.maxUntrustedWaitingPerConnection ?? DEFAULT_MAX_UNTRUSTED_WAITING_PER_CONNECTION;
   }
 
   /** Bytes reserved by requests in flight. */
@@ -84,22 +167,43 @@ export class BodyBudget {
     return this.#waiting.length + this.#untrustedWaiting.length;
   }
 
+  /** Untrusted requests waiting for room (at most maxUntrustedWaiting). */
+  get untrustedWaiting(): number {
+    return this.#untrustedWaiting.length;
+  }
+
+  /** Untrusted requests refused since the start because too many were waiting. */
+  get refused(): number {
+    return this.#refused;
+  }
+
   /**
    * Calls `admit` with a reservation now if there is room (and no one of its class is waiting
    * ahead), else as soon as there is. Returns a function that withdraws a request still waiting
-   * (its client left).
+   * (its client left; O(1)), or null when an untrusted request would have to wait and the waiting
+   * caps are reached (in all, or for `connection`): it is refused, `admit` is never called.
    */
-  reserve(bytes: number, admit: (reservation: BodyReservation) => void, trusted = true): () => void {
+  reserve(bytes: number, admit: (reservation: BodyReservation) => void, trusted = true, connection?: object): (() => void) | null {
     const queue = trusted ? this.#waiting : this.#untrustedWaiting;
     if (queue.length === 0 && (trusted || this.#waiting.length === 0) && this.#fits(bytes, trusted)) {
       admit(this.#take(bytes, trusted));
-      return () => {};
+      return NOTHING_TO_WITHDRAW;
     }
-    const entry: Waiter = { bytes, trusted, admit };
+    let onConnection = 0;
+    if (!trusted) {
+      if (connection !== undefined) onConnection = this.#waitingPerConnection.get(connection) ?? 0;
+      if (queue.length >= this.#maxUntrustedWaiting || onConnection >= this.#maxPerConnection) {
+        this.#refused++;
+        return null;
+      }
+      if (connection !== undefined) this.#waitingPerConnection.set(connection, onConnection + 1);
+    }
+    const entry: Waiter = { bytes, trusted, admit, connection: trusted ? undefined : connection, prev: null, next: null, queued: true };
     queue.push(entry);
     return () => {
-      const at = queue.indexOf(entry);
-      if (at >= 0) queue.splice(at, 1);
+      if (!entry.queued) return;
+      this.#dequeue(entry);
+      // Only a head (or the last trusted waiter) held others back; for any other this finds nothing to admit.
       this.#admitWaiting();
     };
   }
@@ -110,6 +214,15 @@ export class BodyBudget {
    */
   admitNow(bytes: number, trusted = true): BodyReservation {
     return this.#take(bytes, trusted);
+  }
+
+  #dequeue(entry: Waiter): void {
+    (entry.trusted ? this.#waiting : this.#untrustedWaiting).remove(entry);
+    const connection = entry.connection;
+    if (connection === undefined) return;
+    const left = (this.#waitingPerConnection.get(connection) ?? 1) - 1;
+    if (left > 0) this.#waitingPerConnection.set(connection, left);
+    else this.#waitingPerConnection.delete(connection);
   }
 
   #fits(bytes: number, trusted: boolean): boolean {
@@ -138,14 +251,26 @@ export class BodyBudget {
     };
   }
 
+  /**
+   * Admits waiting requests while the head of a queue fits: trusted ones first, untrusted ones only
+   * when no trusted one waits. One loop: a call made while it runs (an admitted request released at
+   * once) returns, and the loop looks at the heads again after every admission.
+   */
   #admitWaiting(): void {
-    while (this.#waiting.length > 0 && this.#fits(this.#waiting[0]!.bytes, true)) {
-      const next = this.#waiting.shift()!;
-      next.admit(this.#take(next.bytes, true));
-    }
-    while (this.#waiting.length === 0 && this.#untrustedWaiting.length > 0 && this.#fits(this.#untrustedWaiting[0]!.bytes, false)) {
-      const next = this.#untrustedWaiting.shift()!;
-      next.admit(this.#take(next.bytes, false));
+    if (this.#admitting) return;
+    this.#admitting = true;
+    try {
+      for (;;) {
+        let next = this.#waiting.head;
+        if (next === null) {
+          next = this.#untrustedWaiting.head;
+          if (next === null || !this.#fits(next.bytes, false)) return;
+        } else if (!this.#fits(next.bytes, true)) return;
+        this.#dequeue(next);
+        next.admit(this.#take(next.bytes, next.trusted));
+      }
+    } finally {
+      this.#admitting = false;
     }
   }
 }

@@ -11,12 +11,25 @@
  * - A body must keep arriving: no bytes for bodyIdleTimeoutMs (from the head, or between chunks)
  *   and the request is dropped; an untrusted body (no request on its connection has passed the
  *   HMAC yet) must also average minBodyBytesPerSecond after that grace.
- * - A body paused by us, waiting for the body budget, is not the client's stall: on HTTP/1.1 the
- *   buffered bytes show the client's progress, and a body already whole in memory is admitted at
- *   once (admitNow) rather than left waiting. HTTP/2 shows no end of body while paused: a waiting
- *   stream is left to the request timeout.
+ * - A body paused by us, waiting for the body budget, is not the client's stall, but a client that
+ *   stops sending while it waits is. What Node buffered behind the pause shows the client's
+ *   progress, and a body already whole in memory is admitted at once (admitNow) rather than left
+ *   waiting: HTTP/1.1 the request's buffer and req.complete; HTTP/2 the request's and the stream's
+ *   buffers, and the stream's state (remoteClose: the body ended). A waiting request is our pause
+ *   while the client cannot send more (HTTP/1.1 the request's buffer is full, Node stopped reading
+ *   the socket; HTTP/2 the stream's flow-control window is 0); otherwise no growth for
+ *   bodyIdleTimeoutMs drops it like any idle body. So the only waiting requests the request timeout
+ *   ends are blocked by us (until the 2026-11-27 audit every waiting HTTP/2 stream was left to it,
+ *   and a stream sending 1 byte held its place for 30 s). HTTP/2 stream state is read from
+ *   nghttp2 (an object each call): only for waiting streams, whose number the budget caps.
  * - A drop caused by the client (idle, too slow) counts as a failed-auth strike for its address,
  *   so a slow-body flood is shed like a bad-credentials flood; the request timeout does not.
+ * - Drops are made in two phases: every request the pass drops is first marked done
+ *   (BodyWatch.cancel(): it can no longer be admitted), then each gives its budget back at once
+ *   (BodyWatch.drop(), not when its close event runs later) and is ended. So the room a dropped
+ *   request frees never goes to another request of the same pass (admitted, given a body buffer,
+ *   then dropped: the audit of 2026-11-27 saw a mass expiry do that a thousand times in a row).
+ *   A pass that drops nothing allocates nothing.
  * - The handler removes a watch when its body completes or its response closes: a watch left
  *   behind would be swept (and its connection destroyed) after the response.
  */
@@ -51,6 +64,10 @@ export interface BodyWatch {
   buffered: number;
   /** While paused: admits the request now (its body turned out to be whole in memory). */
   admitNow: (() => void) | null;
+  /** The sweep is dropping it: done from now on, out of the set, never admitted; drop() follows. */
+  cancel(): void;
+  /** The budget given back (no answer will come). */
+  drop(): void;
 }
 
 /** The deadlines the sweep enforces (one object per server). */
@@ -60,39 +77,71 @@ export interface BodySweepLimits {
   readonly minBodyBytesPerSecond: number;
 }
 
+/** Why `watch` is to be dropped at time `clock`, or null. */
+function dropReason(watch: BodyWatch, clock: number, limits: BodySweepLimits): string | null {
+  const { requestTimeoutMs, bodyIdleTimeoutMs, minBodyBytesPerSecond } = limits;
+  const req = watch.req;
+  if ('stream' in req) {
+    if (clock - watch.startedAt > requestTimeoutMs) return 'request timeout';
+    if (watch.paused) {
+      // Waiting for the budget: the request's buffer and the stream's fill behind our pause, then the
+      // stream's flow-control window runs out and the client is blocked: our pause.
+      const stream = req.stream;
+      const state = stream.state;
+      if (state.remoteClose === 1) {
+        watch.admitNow?.();
+        return null;
+      }
+      const buffered = req.readableLength + stream.readableLength;
+      if (buffered !== watch.buffered) {
+        watch.buffered = buffered;
+        watch.lastDataAt = clock;
+        return null;
+      }
+      if (state.localWindowSize === 0 || clock - watch.lastDataAt <= bodyIdleTimeoutMs) return null;
+      return 'body idle timeout';
+    }
+  } else if (watch.paused) {
+    // HTTP/1.1: Node keeps reading the socket into the paused request until its buffer is full, so
+    // the client's progress stays visible: a body that is whole by now is admitted (its bytes are
+    // in memory anyway); one whose buffer is not full and has not grown for the idle timeout is a
+    // stalled client, not our pause.
+    if (req.complete) {
+      watch.admitNow?.();
+      return null;
+    }
+    if (req.readableLength !== watch.buffered) {
+      watch.buffered = req.readableLength;
+      watch.lastDataAt = clock;
+      return null;
+    }
+    if (req.readableLength >= req.readableHighWaterMark || clock - watch.lastDataAt <= bodyIdleTimeoutMs) return null;
+    return 'body idle timeout';
+  }
+  if (clock - watch.lastDataAt > bodyIdleTimeoutMs) return 'body idle timeout';
+  if (
+    watch.untrusted && watch.admittedAt > 0 && minBodyBytesPerSecond > 0 &&
+    watch.bytes < ((clock - watch.admittedAt - bodyIdleTimeoutMs) / 1000) * minBodyBytesPerSecond
+  ) return 'body slower than the minimum rate';
+  return null;
+}
+
 /** One pass over the watched bodies at time `clock`: drops (and forgets) those past a deadline. */
 export function sweepBodies(watched: Set<BodyWatch>, clock: number, limits: BodySweepLimits, logger: Logger, failedAuth: FailedAuthShedder): void {
-  const { requestTimeoutMs, bodyIdleTimeoutMs, minBodyBytesPerSecond } = limits;
+  let dropped: BodyWatch[] | null = null;
+  let reasons: string[] | null = null;
   for (const watch of watched) {
-    const h2req = 'stream' in watch.req;
-    let reason: string | null = null;
-    if (h2req && clock - watch.startedAt > requestTimeoutMs) reason = 'request timeout';
-    else if (watch.paused) {
-      // Waiting for the budget. On HTTP/1.1 Node keeps reading the socket into the paused request
-      // until its buffer is full, so the client's progress stays visible: a body that is whole by
-      // now is admitted (its bytes are in memory anyway); one whose buffer is not full and has not
-      // grown for the idle timeout is a stalled client, not our pause. (HTTP/2 shows no end of
-      // body while paused: a waiting stream is left to the request timeout.)
-      if (h2req) continue;
-      const req = watch.req as IncomingMessage;
-      if (req.complete) {
-        watch.admitNow?.();
-        continue;
-      }
-      if (req.readableLength !== watch.buffered) {
-        watch.buffered = req.readableLength;
-        watch.lastDataAt = clock;
-        continue;
-      }
-      if (req.readableLength >= req.readableHighWaterMark || clock - watch.lastDataAt <= bodyIdleTimeoutMs) continue;
-      reason = 'body idle timeout';
-    } else if (clock - watch.lastDataAt > bodyIdleTimeoutMs) reason = 'body idle timeout';
-    else if (
-      watch.untrusted && watch.admittedAt > 0 && minBodyBytesPerSecond > 0 &&
-      watch.bytes < ((clock - watch.admittedAt - bodyIdleTimeoutMs) / 1000) * minBodyBytesPerSecond
-    ) reason = 'body slower than the minimum rate';
+    const reason = dropReason(watch, clock, limits);
     if (reason === null) continue;
-    watched.delete(watch);
+    watch.cancel();
+    (dropped ??= []).push(watch);
+    (reasons ??= []).push(reason);
+  }
+  if (dropped === null) return;
+  for (let i = 0; i < dropped.length; i++) {
+    const watch = dropped[i]!;
+    const reason = reasons![i]!;
+    watch.drop();
     // The HTTP/1.1 request timeout is Node's own (no log line); these are ours.
     logger.info({ request_id: watch.requestId, dropped: reason, body_bytes: watch.bytes, http: watch.req.httpVersion }, 'request dropped');
     if (reason !== 'request timeout') failedAuth.recordFailure(watch.address, watch.keyId);

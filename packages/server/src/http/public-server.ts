@@ -43,6 +43,9 @@ import { closeAfterResponse, countRefusal } from './early-answer.js';
 import { headRefusal } from './head-refusal.js';
 import { BodyReader, type ReaderHost } from './body-reader.js';
 
+/** The 429 of a request refused because too many unauthenticated bodies wait for room (body-budget.ts). */
+const BODY_WAIT_REFUSAL = 'too many request bodies from connections not yet authenticated are waiting; retry after Retry-After seconds';
+
 export type { PublicServerConfig } from './public-tls-server.js';
 
 export interface PublicServerDeps extends EventsRequestDeps {
@@ -201,6 +204,13 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
       () => {
         closeAfterResponse(req, res, closing);
         finish(req, res, requestId, started, requestErrorOutcome(requestError('PAYLOAD_TOO_LARGE')));
+      },
+      // HTTP/1.1: too many bodies of connections not yet authenticated wait already (body-budget.ts
+      // caps); HTTP/2 refusals are REFUSED_STREAM resets (body-reader.ts refuse).
+      () => {
+        closeAfterResponse(req, res, closing);
+        deps.metrics.rateLimited.inc({ limit: 'body_wait' });
+        finish(req, res, requestId, started, requestErrorOutcome(requestError('RATE_LIMITED', BODY_WAIT_REFUSAL)), { 'retry-after': '1' });
       },
     );
     res.on('close', () => {

@@ -98,7 +98,7 @@ export class ServiceMetrics implements QueueCommitObserver {
   });
   readonly rateLimited = new Counter({
     name: 'ecapi_rate_limited_total',
-    help: 'Requests answered 429, by limit (burst, requests, events, failed_auth)',
+    help: 'Requests answered 429, by limit (burst, requests, events, failed_auth, body_wait)',
     labelNames: ['limit'] as const,
     registers: [this.registry],
   });
