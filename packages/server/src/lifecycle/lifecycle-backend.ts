@@ -8,7 +8,16 @@
  * Every method that deletes is one short transaction of at most `limit` rows, so the consumer and
  * ingestion wait for at most one of them.
  */
+import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
+
 export type DeletionKind = 'forget_identifier' | 'forget_identity' | 'delete_event';
+
+/**
+ * A write-ahead log that still holds deleted bytes could not be truncated yet (a reader holds an
+ * older snapshot): the request stays pending, its counts settled, and is finished at a later round
+ * (the runner goes on with the other requests and retention meanwhile).
+ */
+export class WalBusyError extends Error {}
 
 export interface DeletionResult {
   readonly view_records: number;
@@ -98,7 +107,13 @@ export interface LifecycleStore {
   settle(id: number, result: DeletionResult): Promise<void>;
   /** Adds digests to a data set's suppression list (idempotent); returns how many were new. */
   suppress(dataSetId: string, digests: readonly string[], requestId: number): Promise<number>;
-  /** Marks a request done with its counts and clears its target (the only clear identifier kept). */
+  /**
+   * Clears a request's target (the only clear identifier kept) and marks it done with its counts.
+   * The embedded profile clears the target first and marks the request done only once lifecycle.db's
+   * WAL holds no older image of it; while a reader keeps the WAL from being truncated it throws
+   * WalBusyError, the request stays pending with its counts settled, and the runner finishes it at a
+   * later round.
+   */
   complete(id: number, result: DeletionResult): Promise<void>;
   /**
    * Notes that a request deleted these event ids' records, as keyed digests (eventDigest), so that
@@ -148,7 +163,10 @@ export interface ViewEraser {
   expire(dataSetId: string, cutoffMs: number, limit: number): Promise<ErasedCounts & { heldMs: number }>;
   /**
    * Deletes one record by its key (and its identity when it was the identity's last record), if its
-   * first event was queued up to `boundSeq`; counted in the request's tally.
+   * first event was queued up to `boundSeq`; counted in the request's tally. An identity that keeps
+   * other records loses the identifier links only the deleted record carried: those of its
+   * identifiers (identifiersOfStoredEvent) that no remaining record of the identity carries, which
+   * would otherwise still resolve to it (counted in the tally's links).
    */
   deleteRecord(requestId: number, dataSetId: string, recordKey: string, boundSeq: number): Promise<void>;
   /**
@@ -241,6 +259,38 @@ export function eraseMatchingEvents(
     }
   }
   return changed;
+}
+
+/**
+ * The identifiers of a stored merged event (view_records.event, JSON) as the consumer links them
+ * (merged-view/identity.ts: normalized, then read). `events delete` uses it for the deleted record
+ * (the links it may have carried alone) and for the identity's remaining records (those they carry).
+ */
+export function identifiersOfStoredEvent(eventJson: string): string[] {
+  return identifiersOf(normalizeEvent(JSON.parse(eventJson) as never));
+}
+
+/**
+ * The per-event policy metas of a segment (its `metas` column: a JSON array parallel to the events,
+ * or NULL) with the entry of every erased event (null in `events`) null too: a meta can hold what
+ * the sender sent (a redacted path names the property key it was under, `properties["a@b.c"]`), so
+ * it goes with its event, in the same UPDATE. Every null event counts, not only those erased now: a
+ * segment erased before metas were (a file of an older version) is cleaned when a later request
+ * passes over it. Returns the new column value (NULL when no entry is left), or `undefined` when
+ * nothing changed.
+ */
+export function eraseMetasOf(metasJson: string | null, events: readonly (Record<string, unknown> | null)[]): string | null | undefined {
+  if (metasJson === null) return undefined;
+  const metas = JSON.parse(metasJson) as unknown[];
+  let changed = false;
+  for (let i = 0; i < metas.length; i++) {
+    if (metas[i] !== null && metas[i] !== undefined && (events[i] === null || events[i] === undefined)) {
+      metas[i] = null;
+      changed = true;
+    }
+  }
+  if (!changed) return undefined;
+  return metas.some((meta) => meta !== null && meta !== undefined) ? JSON.stringify(metas) : null;
 }
 
 /** Erasure of queued events (an erased event becomes null in its segment; readers skip it). */

@@ -56,6 +56,7 @@ import { recordKeyForId } from '../merged-view/merge.js';
 import type { Logger } from '../observability/logger.js';
 import {
   addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type EraserCursor, type LifecycleBackend, type ViewEraser, SUPPRESSION_REFRESH_MS,
+  WalBusyError,
 } from './lifecycle-backend.js';
 
 /**
@@ -141,6 +142,11 @@ export class LifecycleRunner {
         if (error instanceof Stopping) return;
         if (error instanceof PartsHeldError) {
           this.#waiting(request, `the view's parts are held by deletion request ${error.holder}, which is carried out first`);
+          continue;
+        }
+        if (error instanceof WalBusyError) {
+          // Deleted, counts settled; a reader keeps a WAL from being cut: not done yet, tried next round.
+          this.#waiting(request, error.message);
           continue;
         }
         if (!(error instanceof ClaimLost)) throw error;
@@ -311,13 +317,18 @@ export class LifecycleRunner {
     await this.#finish(request, eraser, result);
   }
 
-  /** The tallies go, the WALs are truncated (no old page image left), then the request is done. */
+  /**
+   * The tallies go, the WALs are truncated (no old page image left), then the request is done: the
+   * store clears the target and truncates its own WAL before it marks it done. A WAL that cannot be
+   * truncated yet (WalBusyError: a reader holds an older snapshot) leaves the request pending, logged
+   * as waiting with the reason; the round goes on with the other requests and retention.
+   */
   async #finish(request: DeletionRequest, eraser: ViewEraser | null, result: DeletionResult): Promise<void> {
     const { id, dataSetId } = request;
     if (eraser) await eraser.clearTally(id);
     await this.#b.queue.clearTally(id);
-    if (eraser && !(await eraser.truncate())) throw new Error('the view WAL could not be truncated yet (busy); the request is finished next round');
-    if (!(await this.#b.queue.truncate())) throw new Error('the queue WAL could not be truncated yet (busy); the request is finished next round');
+    if (eraser && !(await eraser.truncate())) throw new WalBusyError('the view WAL could not be truncated yet (busy); the request is finished at a later round');
+    if (!(await this.#b.queue.truncate())) throw new WalBusyError('the queue WAL could not be truncated yet (busy); the request is finished at a later round');
     await this.#b.store.complete(id, result);
     this.#spaceWarnedFor.delete(id);
     this.#waitReason.delete(id);

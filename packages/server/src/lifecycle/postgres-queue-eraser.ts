@@ -4,6 +4,8 @@
  * is rewritten as an array, `raw = false`), sequence numbers stay, readers skip it. Pages are read
  * through the (part, first_seq) index of the data set's queue partition and decoded without a
  * lock; each UPDATE is a row lock on one segment, which ingestion (inserts only) never waits for.
+ * The erased events' entries in the segment's `metas` become null by the same UPDATE
+ * (lifecycle-backend.ts eraseMetasOf: a redacted path can name a property key that is an email).
  *
  * The old row version is a dead tuple until (auto)vacuum; `truncate` runs VACUUM on queue_segments
  * after a request (issue 29); its bytes are overwritten when the page space is reused. There is no
@@ -13,7 +15,7 @@
 import { segmentEventsOfText } from '../queue/segment-records.js';
 import { inTransaction, type Pool } from '../postgres/database.js';
 import { queuePartitionOf } from '../postgres/partitions.js';
-import { eraseMatchingEvents, type QueueEraser } from './lifecycle-backend.js';
+import { eraseMatchingEvents, eraseMetasOf, type QueueEraser } from './lifecycle-backend.js';
 import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
 import { vacuum } from './postgres-view-eraser.js';
 
@@ -32,29 +34,34 @@ export class PostgresQueueEraser implements QueueEraser {
     limit: number,
     match: (event: Record<string, unknown>, seq: number) => boolean,
   ): Promise<{ next: number | null }> {
-    const { rows } = await this.#pool.query<{ first_seq: string; raw: boolean; events: string }>(
-      `SELECT first_seq, raw, events FROM queue_segments WHERE part = $1 AND data_set_id = $2 AND first_seq > $3 AND first_seq <= $4
+    const { rows } = await this.#pool.query<{ first_seq: string; raw: boolean; events: string; metas: string | null }>(
+      `SELECT first_seq, raw, events, metas FROM queue_segments WHERE part = $1 AND data_set_id = $2 AND first_seq > $3 AND first_seq <= $4
        ORDER BY first_seq LIMIT $5`,
       [queuePartitionOf(dataSetId), dataSetId, afterSeq, upToSeq, limit],
     );
     let erased = 0;
     const seqs: string[] = [];
-    const texts: string[] = [];
+    const texts: (string | null)[] = [];
+    const metaTexts: (string | null)[] = [];
     for (const row of rows) {
       const events = segmentEventsOfText(row.events, row.raw) as (Record<string, unknown> | null)[];
       const first = Number(row.first_seq);
       const changed = eraseMatchingEvents(events, first, match);
-      if (changed === 0) continue;
+      const metas = eraseMetasOf(row.metas, events);
+      // Nothing erased now, but metas of events erased before they went with them (an older version): cleaned.
+      if (changed === 0 && metas === undefined) continue;
       erased += changed;
       seqs.push(row.first_seq);
-      texts.push(JSON.stringify(events));
+      texts.push(changed === 0 ? null : JSON.stringify(events)); // null: events as they are
+      metaTexts.push(metas === undefined ? row.metas : metas);
     }
     if (seqs.length > 0) {
       await inTransaction(this.#pool, async (db) => {
         await db.query(
-          `UPDATE queue_segments q SET events = u.events, raw = false FROM unnest($1::bigint[], $2::text[]) AS u(first_seq, events)
+          `UPDATE queue_segments q SET events = coalesce(u.events, q.events), raw = q.raw AND u.events IS NULL, metas = u.metas
+           FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(first_seq, events, metas)
            WHERE q.first_seq = u.first_seq`,
-          [seqs, texts],
+          [seqs, texts, metaTexts],
         );
         await addPgTally(db, requestId, { queue_events: erased });
       });

@@ -10,6 +10,12 @@
  * the tables' visible space now; their bytes stay in the data files until the space is reused, and
  * in the server's WAL, archives and backups until those expire (docs/SECURITY.md).
  *
+ * `events delete` of a record whose identity keeps others drops the links only that record carried
+ * (its identifiers linked to the identity that no remaining record of the identity carries), in the
+ * transaction that deletes it, which first locks the data set's lanes' offset rows as a person's
+ * deletion does: no batch can give a remaining record one of those identifiers in between. The
+ * identity's records are read through the data set's rows (no index from an identity to its records).
+ *
  * Counts (issue 29): each transaction that deletes for a request adds to its tally in the same
  * transaction (postgres-lifecycle-store.ts addPgTally), so they are exact across takeovers.
  *
@@ -30,7 +36,7 @@
  * outlives the attempt that took it.
  */
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
-import { erasedRecordEntry, erasedRecordOf, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
 import { holdPartsTogether, PartsHeldError, releaseParts } from './parts-fence.js';
 import { PostgresFencedPart } from './postgres-fenced-part.js';
@@ -105,6 +111,56 @@ async function dropRecord(db: PoolClient, dataSetId: string, row: RecordIdentity
     [dataSetId, root],
   );
   if (rows[0] && rows[0].event_count <= 0) await dropIdentity(db, dataSetId, root, counts);
+}
+
+/** Records of an identity read per query when looking for the identifiers they carry. */
+const IDENTITY_EVENTS_PAGE = 500;
+
+/**
+ * `events delete`, after the record went (same transaction): the links of its identity (if it is
+ * still there) to `identifiers` (the record's) that no remaining record of the identity carries.
+ */
+async function dropLinksOnlyIn(db: PoolClient, dataSetId: string, identityKey: string, identifiers: readonly string[], counts: ErasedCounts): Promise<void> {
+  if (identifiers.length === 0) return;
+  const root = await rootOf(db, dataSetId, identityKey);
+  if (root === null) return; // gone with its last record, links and all
+  const keys = await treeOf(db, dataSetId, root);
+  const { rows: linked } = await db.query<{ identifier: string; identity_key: string }>(
+    'SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = $1 AND identifier = ANY($2::text[]) AND identity_key = ANY($3::text[])',
+    [dataSetId, identifiers, keys],
+  );
+  if (linked.length === 0) return;
+  const left = new Map(linked.map((l) => [l.identifier, l.identity_key]));
+  for (let after = 0; left.size > 0; ) {
+    const { rows } = await db.query<{ first_seq: string; event: string }>(
+      `SELECT r.first_seq, r.event FROM ${RECORDS_WITH_IDENTITY}
+        WHERE r.data_set_id = $1 AND ${IDENTITY_OF_RECORD} = ANY($2::text[]) AND r.first_seq > $3 ORDER BY r.first_seq LIMIT $4`,
+      [dataSetId, keys, after, IDENTITY_EVENTS_PAGE],
+    );
+    for (const row of rows) for (const identifier of identifiersOfStoredEvent(row.event)) left.delete(identifier);
+    if (rows.length < IDENTITY_EVENTS_PAGE) break;
+    after = Number(rows[rows.length - 1]!.first_seq);
+  }
+  if (left.size === 0) return;
+  const { rows: gone } = await db.query<{ identity_key: string }>(
+    'DELETE FROM identity_identifiers WHERE data_set_id = $1 AND identifier = ANY($2::text[]) RETURNING identity_key',
+    [dataSetId, [...left.keys()]],
+  );
+  if (gone.length === 0) return;
+  // Each link from its node's identifier count and from the root's (which counts its absorbed nodes').
+  const less = new Map<string, number>();
+  for (const { identity_key: key } of gone) {
+    less.set(key, (less.get(key) ?? 0) + 1);
+    if (key !== root) less.set(root, (less.get(root) ?? 0) + 1);
+  }
+  await db.query(
+    `UPDATE identity_nodes n SET identifier_count = n.identifier_count - u.n FROM unnest($2::text[], $3::int[]) AS u(identity_key, n)
+      WHERE n.data_set_id = $1 AND n.identity_key = u.identity_key`,
+    [dataSetId, [...less.keys()], [...less.values()]],
+  );
+  // In the same transaction: the workers' hot links of this data set are stale from its commit on.
+  await bumpViewGeneration(db, dataSetId);
+  counts.links += gone.length;
 }
 
 export class PostgresViewEraser implements ViewEraser {
@@ -262,8 +318,13 @@ export class PostgresViewEraser implements ViewEraser {
 
   async deleteRecord(requestId: number, dataSetId: string, recordKey: string, boundSeq: number): Promise<void> {
     await inTransaction(this.#pool, async (db) => {
-      const { rows } = await db.query<RecordIdentityRow & { first_seq: string; last_seq: string; event_id: string | null }>(
-        `SELECT r.record_key, ${IDENTITY_OF_RECORD} AS identity_key, r.first_seq, r.last_seq, r.event_id FROM ${RECORDS_WITH_IDENTITY}
+      // The data set's lanes wait for this transaction (a batch in flight commits first; offset rows
+      // before any view row, in one order, as deleteIdentityRecords): no batch gives a remaining
+      // record of the identity an identifier whose link goes below.
+      const lane = partitionConsumer(VIEW_CONSUMER, queuePartitionOf(dataSetId));
+      await db.query(`SELECT 1 FROM consumer_offsets WHERE consumer = $1 OR starts_with(consumer, $1 || '/') ORDER BY consumer FOR UPDATE`, [lane]);
+      const { rows } = await db.query<RecordIdentityRow & { first_seq: string; last_seq: string; event_id: string | null; event: string }>(
+        `SELECT r.record_key, ${IDENTITY_OF_RECORD} AS identity_key, r.first_seq, r.last_seq, r.event_id, r.event FROM ${RECORDS_WITH_IDENTITY}
           WHERE r.data_set_id = $1 AND r.record_key = $2 FOR UPDATE OF r`,
         [dataSetId, recordKey],
       );
@@ -271,6 +332,7 @@ export class PostgresViewEraser implements ViewEraser {
       if (!row || Number(row.first_seq) > boundSeq) return; // first queued after the request: not covered
       const counts = zeroCounts();
       await dropRecord(db, dataSetId, row, counts, this.#sharded);
+      if (row.identity_key !== null) await dropLinksOnlyIn(db, dataSetId, row.identity_key, identifiersOfStoredEvent(row.event), counts);
       await addPgTally(db, requestId, {
         view_records: counts.records,
         identities: counts.identities,

@@ -19,12 +19,17 @@
  *   event can still merge into an expired record: lifecycle-runner.ts, retention).
  * - Identity rows are dropped with their identity's record count (an identity left without a
  *   record goes with its links), as the single file's eraser does.
+ * - `events delete`: the links only the deleted record carried (its identifiers linked to its
+ *   identity that none of the identity's other records carries: their keys from the identity part,
+ *   their events from the shards, all held) are dropped in the identity part before the shard row
+ *   goes. A worker killed after that finds the record again and finds nothing left to drop; killed
+ *   after the shard row went, it finds the links already dropped.
  *
  * Counts: a request's tally is kept in every file it touched (records and their event ids in the
  * shards, identities and links in the identity part) and summed here.
  */
 import { recordShardOf } from '../merged-view/record-shard.js';
-import { addCounts, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { addCounts, identifiersOfStoredEvent, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { holdPartsTogether, releaseParts } from './parts-fence.js';
 import type { SqliteViewEraser } from './sqlite-view-eraser.js';
 
@@ -94,7 +99,24 @@ export class ShardedViewEraser implements ViewEraser {
     const shard = this.#shardOf(dataSetId, recordKey);
     const [row] = shard.recordRows(dataSetId, [recordKey]);
     if (row && row.first_seq > boundSeq) return; // first queued after the request: not covered
-    if (row) shard.deleteRows(requestId, dataSetId, [row], boundSeq);
+    if (row) {
+      const event = shard.recordEvent(dataSetId, recordKey);
+      const root = event === undefined ? null : this.#identities.identityRootOfRecord(dataSetId, recordKey);
+      if (event !== undefined && root !== null) {
+        const identities = this.#identities;
+        const shardOf = (key: string) => this.#shardOf(dataSetId, key);
+        // Read only when one of its identifiers is linked to the identity (dropLinksOnlyIn).
+        const remaining = function* (): Generator<string> {
+          for (const key of identities.identityRecordKeys(dataSetId, root)) {
+            if (key === recordKey) continue;
+            const other = shardOf(key).recordEvent(dataSetId, key);
+            if (other !== undefined) yield other; // an identity row without its shard row: a record being deleted
+          }
+        };
+        identities.dropLinksOnlyIn(requestId, dataSetId, root, identifiersOfStoredEvent(event), remaining);
+      }
+      shard.deleteRows(requestId, dataSetId, [row], boundSeq);
+    }
     // The shard row first; an identity row without one is this request's, from an attempt cut off.
     this.#identities.dropRecordIdentities(requestId, dataSetId, [recordKey], true);
   }

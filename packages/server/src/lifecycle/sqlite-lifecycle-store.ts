@@ -7,8 +7,11 @@
  * carries out in small batches (lifecycle-runner.ts), and the CLI waits for its outcome.
  *
  * Identifiers in clear: a pending request holds the identifier (or event id) it targets, because
- * the worker must look it up in the view when it runs; the column is cleared in the transaction that
- * marks the request done. The suppression list and the audit log hold only digests
+ * the worker must look it up in the view when it runs. `complete` clears the column while the request
+ * is still pending (its counts settled: what is left needs no target), then truncates the WAL, whose
+ * older page images still hold the target, and marks the request done only once that succeeded: a
+ * reader holding an older snapshot open (a backup, a sqlite3 shell) keeps the WAL from being cut,
+ * and the request pending until it lets go ("done" means no byte is left). The suppression list and the audit log hold only digests
  * (identifier-digest.ts) under a random key kept here (`lifecycle_meta.digest_key`): they keep
  * identifiers out of sight of whoever reads the audit log or an export, not of whoever holds this
  * file (who, in the embedded profile, holds master.key and the view files too).
@@ -31,6 +34,7 @@ import {
   type LifecycleStore,
   type NewDeletionRequest,
   type SuppressionFilter,
+  WalBusyError,
 } from './lifecycle-backend.js';
 import { SuppressionSet } from './suppression-set.js';
 
@@ -70,6 +74,12 @@ CREATE TABLE IF NOT EXISTS suppressions (
   PRIMARY KEY (data_set_id, digest)
 ) WITHOUT ROWID;
 `;
+
+/**
+ * TRUNCATE attempts per round when a request is completed (fs/wal-truncation.ts: 250 ms each, 50 ms
+ * apart): each holds lifecycle.db's writers (the CLI) off while it waits.
+ */
+const LIFECYCLE_WAL_ATTEMPTS = 8;
 
 export function lifecycleDbFile(environmentDir: string): string {
   return join(environmentDir, 'lifecycle.db');
@@ -163,12 +173,32 @@ export class SqliteLifecycleStore implements LifecycleStore {
   }
 
   async complete(id: number, result: DeletionResult, nowMs = Date.now()): Promise<void> {
-    this.#db
-      .prepare("UPDATE deletion_requests SET state = 'done', done_at = ?, result = ?, target = NULL WHERE id = ?")
-      .run(nowMs, JSON.stringify(result), id);
-    // The WAL still holds the page with the target in clear: copy it back and truncate the WAL now
-    // (retried while a reader, such as the waiting CLI, holds an older snapshot).
-    await truncateWal(this.#db);
+    const text = JSON.stringify(result);
+    // 1. The target goes while the request stays pending: a worker that takes over finishes it from
+    // the settled counts, which need no target (secure_delete zeroes the old cell's bytes).
+    this.#db.prepare("UPDATE deletion_requests SET result = ?, target = NULL WHERE id = ? AND state = 'pending'").run(text, id);
+    // 2. The WAL still holds older images of that page, the target in clear: copied back and cut to
+    // zero bytes, or the request is not done. A reader that keeps an older snapshot open (a backup,
+    // a sqlite3 shell with a read transaction open) keeps it so: the request stays pending and the
+    // runner tries again next round. A PASSIVE checkpoint (which never holds writers off) tells first
+    // whether one does (frames it could not copy back), so that such a reader does not get the
+    // TRUNCATE attempts, which hold the CLI's writers off while they wait, at every round; the few
+    // TRUNCATE attempts are for a reader between two reads (the waiting CLI between two polls).
+    if (!this.#walCopiedBack() || !(await truncateWal(this.#db, { attempts: LIFECYCLE_WAL_ATTEMPTS }))) {
+      throw new WalBusyError('the lifecycle WAL could not be truncated yet (a reader holds lifecycle.db open); the request is finished at a later round');
+    }
+    // 3. Done: this commit's page images hold no target any more.
+    this.#db.prepare("UPDATE deletion_requests SET state = 'done', done_at = ?, result = ? WHERE id = ? AND state = 'pending'").run(nowMs, text, id);
+  }
+
+  /** A PASSIVE checkpoint copied every frame of the WAL back (no reader holds an older snapshot). */
+  #walCopiedBack(): boolean {
+    try {
+      const [r] = this.#db.pragma('wal_checkpoint(PASSIVE)') as { busy: number; log: number; checkpointed: number }[];
+      return r !== undefined && r.busy === 0 && r.checkpointed === r.log;
+    } catch {
+      return false; // SQLITE_BUSY: another connection's checkpoint; the next round tries again
+    }
   }
 
   async noteDeletedEvents(dataSetId: string, eventIds: readonly string[], requestId: number): Promise<void> {

@@ -1,7 +1,10 @@
 /**
  * Erases events from the embedded queue's segments in place: an erased event becomes `null` in
  * its segment's JSON array, so sequence numbers of the other events of the request stay what they
- * were, and every reader skips it (segment-records.ts appendSegmentRecords).
+ * were, and every reader skips it (segment-records.ts appendSegmentRecords). Its entry in the
+ * segment's `metas` (the policy's per-event notes: a redacted path names a property key the sender
+ * chose, which can be an email address) becomes null by the same UPDATE (lifecycle-backend.ts
+ * eraseMetasOf).
  *
  * Rules:
  * - A page of segments is read and decoded with no lock held; each segment that changed is then
@@ -24,7 +27,7 @@ import type Database from 'better-sqlite3';
 import { closeSync, fdatasyncSync, openSync, writeSync } from 'node:fs';
 import { bodyLogDir, bodyLogFile } from '../queue/sqlite-body-log.js';
 import { openQueueDatabase, rowEvents, segmentColumns, type SegmentRow } from '../queue/sqlite-queue-store.js';
-import { eraseMatchingEvents, type QueueEraser } from './lifecycle-backend.js';
+import { eraseMatchingEvents, eraseMetasOf, type QueueEraser } from './lifecycle-backend.js';
 import { truncateWal } from '../fs/wal-truncation.js';
 
 /** How long a body-log range stays intact after its row stopped pointing to it (readers mid-read). */
@@ -78,18 +81,24 @@ export class SqliteQueueEraser implements QueueEraser {
       .prepare(`SELECT ${segmentColumns(db).sql} FROM queue_segments WHERE first_seq > ? AND first_seq <= ? AND data_set_id = ? ORDER BY first_seq LIMIT ?`)
       .all(afterSeq, upToSeq, dataSetId, limit) as SegmentRow[];
     const logDir = bodyLogDir(this.#file);
-    const update = db.prepare('UPDATE queue_segments SET events = ?, body_file = NULL, body_offset = NULL, body_length = NULL WHERE first_seq = ? AND data_set_id = ?');
+    const update = db.prepare('UPDATE queue_segments SET events = ?, metas = ?, body_file = NULL, body_offset = NULL, body_length = NULL WHERE first_seq = ? AND data_set_id = ?');
+    const updateMetas = db.prepare('UPDATE queue_segments SET metas = ? WHERE first_seq = ? AND data_set_id = ?');
     const remember = db.prepare('INSERT OR IGNORE INTO queue_body_erasures (file_no, byte_offset, byte_length, erased_at) VALUES (?, ?, ?, ?)');
     const count = db.prepare('INSERT INTO queue_erasures (request_id, events) VALUES (?, ?) ON CONFLICT (request_id) DO UPDATE SET events = events + excluded.events');
     for (const row of rows) {
       const events = rowEvents(row, logDir) as (Record<string, unknown> | null)[];
       const changed = eraseMatchingEvents(events, row.first_seq, match);
-      if (changed === 0) continue;
+      const metas = eraseMetasOf(row.metas, events);
+      if (changed === 0) {
+        // Nothing erased now, but metas of events erased before they went with them (an older version): cleaned.
+        if (metas !== undefined) db.transaction(() => updateMetas.run(metas, row.first_seq, dataSetId)).immediate();
+        continue;
+      }
       const text = JSON.stringify(events);
       // One segment per transaction (a rewritten body can be ~1 MB): an ingest commit waits for one
       // UPDATE at most. The count and the body-log range are recorded by the same commit.
       db.transaction(() => {
-        if (update.run(text, row.first_seq, dataSetId).changes === 0) return; // deleted by retention meanwhile
+        if (update.run(text, metas === undefined ? row.metas : metas, row.first_seq, dataSetId).changes === 0) return; // deleted by retention meanwhile
         count.run(requestId, changed);
         if (typeof row.body_file === 'number') remember.run(row.body_file, row.body_offset!, row.body_length!, Date.now());
       }).immediate();

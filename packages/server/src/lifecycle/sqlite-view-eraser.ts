@@ -12,8 +12,12 @@
  *
  * Identities: a record's identity is the root of its identity_key (trees are flat). Deleting a
  * record takes one from its root's event_count; an identity whose count reaches zero goes with
- * every node it absorbed and all their identifier links. Counters (hourly statistics) are
- * aggregates without identifiers and stay.
+ * every node it absorbed and all their identifier links. `events delete` of a record whose identity
+ * keeps others also drops the links only that record carried: its identifiers linked to the identity
+ * that none of the identity's remaining records carries (read in the same transaction: there is no
+ * index from an identity to its records, so this reads the data set's records of the file once,
+ * under the write lock; a person's deletion and retention drop whole identities and need no such
+ * read). Counters (hourly statistics) are aggregates without identifiers and stay.
  *
  * Erasure (issue 29): every connection that writes a view file runs with secure_delete=ON
  * (sqlite-view-store.ts, and this one), so deleted and moved cells are zeroed in the file; a
@@ -28,7 +32,7 @@
 import Database from 'better-sqlite3';
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { VIEW_JOURNAL_SIZE_LIMIT } from '../merged-view/sqlite-view-store.js';
-import { erasedRecordEntry, erasedRecordOf, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
 import { GENERATION_SCHEMA, generationStatements } from '../merged-view/view-generation.js';
 import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from '../merged-view/view-fence.js';
@@ -108,6 +112,26 @@ export class SqliteViewEraser implements ViewEraser {
       // The key too: a rowid read outside the transaction could have been reused meanwhile. The
       // bound is checked in the transaction, and last_seq/event_id read from the deleted row itself.
       deleteRecordOf: db.prepare('DELETE FROM view_records WHERE rowid = ? AND data_set_id = ? AND record_key = ? AND first_seq <= ? RETURNING last_seq, event_id'),
+      // `events delete`: the deleted record's event too (the links only it carried go: #linksOnlyIn).
+      deleteOneRecordOf: db.prepare(
+        'DELETE FROM view_records WHERE rowid = ? AND data_set_id = ? AND record_key = ? AND first_seq <= ? RETURNING last_seq, event_id, event',
+      ),
+      // The events of an identity's records (default layout: identity_key on the record), and its
+      // record keys (sharded identity part: record_identities); both read the data set's rows.
+      identityEvents: db.prepare(
+        `SELECT event FROM view_records WHERE data_set_id = ? AND identity_key IN
+           (SELECT identity_key FROM identity_nodes WHERE data_set_id = ? AND identity_key = ? UNION ALL
+            SELECT identity_key FROM identity_nodes INDEXED BY identity_nodes_parent WHERE data_set_id = ? AND parent = ?)`,
+      ).pluck(),
+      identityRecordKeys: db.prepare(
+        `SELECT record_key FROM record_identities WHERE data_set_id = ? AND identity_key IN
+           (SELECT identity_key FROM identity_nodes WHERE data_set_id = ? AND identity_key = ? UNION ALL
+            SELECT identity_key FROM identity_nodes INDEXED BY identity_nodes_parent WHERE data_set_id = ? AND parent = ?)`,
+      ).pluck(),
+      recordIdentityOf: db.prepare('SELECT identity_key FROM record_identities WHERE data_set_id = ? AND record_key = ?').pluck(),
+      eventOf: db.prepare('SELECT event FROM view_records WHERE data_set_id = ? AND record_key = ?').pluck(),
+      deleteLink: db.prepare('DELETE FROM identity_identifiers WHERE data_set_id = ? AND identifier = ?'),
+      lessIdentifiers: db.prepare('UPDATE identity_nodes SET identifier_count = identifier_count - 1 WHERE data_set_id = ? AND identity_key = ?'),
       node: db.prepare('SELECT identity_key, parent, event_count FROM identity_nodes WHERE data_set_id = ? AND identity_key = ?'),
       decrement: db.prepare('UPDATE identity_nodes SET event_count = event_count - 1 WHERE data_set_id = ? AND identity_key = ? RETURNING event_count').pluck(),
       decrementBy: db.prepare('UPDATE identity_nodes SET event_count = event_count - ? WHERE data_set_id = ? AND identity_key = ?'),
@@ -220,6 +244,49 @@ export class SqliteViewEraser implements ViewEraser {
     }
   }
 
+  /**
+   * Of `identifiers` (a deleted record's), those linked to the identity of `root` (to it or a node
+   * it absorbed), with the node each is linked to.
+   */
+  #linkedTo(dataSetId: string, root: string, identifiers: readonly string[]): { identifier: string; key: string }[] {
+    const out: { identifier: string; key: string }[] = [];
+    for (const identifier of identifiers) {
+      const key = this.#linkOf(dataSetId, identifier);
+      if (key !== undefined && this.#rootOf(dataSetId, key) === root) out.push({ identifier, key });
+    }
+    return out;
+  }
+
+  /**
+   * Deletes these links of the identity of `root` (inside a transaction), each taken from its node's
+   * identifier count and from the root's (which counts those of the nodes it absorbed).
+   */
+  #dropLinks(dataSetId: string, root: string, links: readonly { identifier: string; key: string }[], counts: ErasedCounts): void {
+    for (const { identifier, key } of links) {
+      if (this.#s.deleteLink.run(dataSetId, storedIdentifier(identifier)).changes === 0) continue;
+      counts.links++;
+      this.#s.lessIdentifiers.run(dataSetId, key);
+      if (key !== root) this.#s.lessIdentifiers.run(dataSetId, root);
+    }
+  }
+
+  /**
+   * The links of the identity of `root` that only a deleted record carried (`identifiers`: its own):
+   * those no event of `remaining()` (the identity's other records) carries. Reads them only when one
+   * of the identifiers is linked to the identity, and stops once every one was found carried (a
+   * `for…of` left early closes a statement's iterator, so the connection is free again).
+   */
+  #linksOnlyIn(dataSetId: string, root: string, identifiers: readonly string[], remaining: () => Iterable<string>): { identifier: string; key: string }[] {
+    const candidates = this.#linkedTo(dataSetId, root, identifiers);
+    if (candidates.length === 0) return [];
+    const left = new Map(candidates.map((c) => [c.identifier, c]));
+    for (const event of remaining()) {
+      for (const identifier of identifiersOfStoredEvent(event)) left.delete(identifier);
+      if (left.size === 0) break;
+    }
+    return [...left.values()];
+  }
+
   /** Deletes one record and accounts for it in its identity (inside a transaction). */
   #dropRecord(dataSetId: string, row: { rowid: number; identity_key: string | null }, counts: ErasedCounts): void {
     counts.records += this.#s.deleteRecord.run(row.rowid).changes;
@@ -252,7 +319,7 @@ export class SqliteViewEraser implements ViewEraser {
         const counts = zeroCounts();
         const row = this.#s.recordByKey.get(dataSetId, recordKey) as RecordIdentityRow | undefined;
         if (!row || row.first_seq > boundSeq) return; // not in the view, or first queued after the request: not covered
-        const gone = this.#s.deleteRecordOf.get(row.rowid, dataSetId, recordKey, boundSeq) as { last_seq: number; event_id: string | null } | undefined;
+        const gone = this.#s.deleteOneRecordOf.get(row.rowid, dataSetId, recordKey, boundSeq) as { last_seq: number; event_id: string | null; event: string } | undefined;
         if (!gone) return;
         this.#generation.bump();
         counts.records++;
@@ -260,6 +327,12 @@ export class SqliteViewEraser implements ViewEraser {
           const root = this.#rootOf(dataSetId, row.identity_key);
           const left = root === null ? undefined : (this.#s.decrement.get(dataSetId, root) as number | undefined);
           if (root !== null && left !== undefined && left <= 0) this.#dropIdentity(dataSetId, root, counts);
+          else if (root !== null) {
+            // The identity stays: the links only this record carried go (its other records are read
+            // in this transaction, so none can gain one of them in between).
+            const remaining = () => this.#s.identityEvents.iterate(dataSetId, dataSetId, root, dataSetId, root) as IterableIterator<string>;
+            this.#dropLinks(dataSetId, root, this.#linksOnlyIn(dataSetId, root, identifiersOfStoredEvent(gone.event), remaining), counts);
+          }
         }
         const erased = gone.event_id === null ? [] : [erasedRecordEntry({ eventId: gone.event_id, lastSeq: gone.last_seq })];
         this.#addTally(requestId, counts, gone.event_id === null ? 0 : gone.last_seq, erased);
@@ -397,6 +470,39 @@ export class SqliteViewEraser implements ViewEraser {
     if (requestId === null) write();
     else this.#durably(write);
     return { ...counts, heldMs };
+  }
+
+  /** Record shard: the event of a record, or undefined. */
+  recordEvent(dataSetId: string, recordKey: string): string | undefined {
+    return this.#s.eventOf.get(dataSetId, recordKey) as string | undefined;
+  }
+
+  /** Identity part: the root of a record's identity (its record_identities row), or null when it has none here. */
+  identityRootOfRecord(dataSetId: string, recordKey: string): string | null {
+    const key = this.#s.recordIdentityOf.get(dataSetId, recordKey) as string | null | undefined;
+    return key === undefined || key === null ? null : this.#rootOf(dataSetId, key);
+  }
+
+  /** Identity part: the keys of the records of the identity of `root` (reads the data set's record_identities). */
+  identityRecordKeys(dataSetId: string, root: string): string[] {
+    return this.#s.identityRecordKeys.all(dataSetId, dataSetId, root, dataSetId, root) as string[];
+  }
+
+  /**
+   * Identity part: drops the links of the identity of `root` to `identifiers` (a record's, about to
+   * be deleted) that no event of `remaining()` carries, in one transaction, counted in the request's
+   * tally. Idempotent (a link already gone counts nothing).
+   */
+  dropLinksOnlyIn(requestId: number, dataSetId: string, root: string, identifiers: readonly string[], remaining: () => Iterable<string>): void {
+    this.#durably(() =>
+      this.#db.transaction(() => {
+        const counts = zeroCounts();
+        this.#dropLinks(dataSetId, root, this.#linksOnlyIn(dataSetId, root, identifiers, remaining), counts);
+        if (counts.links === 0) return;
+        this.#generation.bump();
+        this.#addTally(requestId, counts);
+      }).immediate(),
+    );
   }
 
   /** Identity part: the next `limit` record_identities rows of the data set after `afterKey`, in key order. */

@@ -70,8 +70,9 @@
  * - "the identity's nodes and identifier links go once it has no record left"; an identity that keeps
  *   records first queued after B stays whole;
  * - `events delete`: "removes one merged record (and its identity if it was the identity's last
- *   record) if the event was queued before the request, and the queued copies with that id up to the
- *   bound (and its merged re-sends)";
+ *   record; otherwise the identity's links to the identifiers only that record carried) if the event
+ *   was queued before the request, and the queued copies with that id up to the bound (and its
+ *   merged re-sends)";
  * - `--suppress`: "keeps a keyed digest of each identifier of the identity (the one given when the
  *   identity is unknown)", those of the identity when the request is carried out; "the person's
  *   events… queued after the request: deleted with the identity if applied before the request is
@@ -324,6 +325,23 @@ class DocModel extends DataSetIdentities {
     return [keys.length, identifiers.length];
   }
 
+  /**
+   * `events delete` of `gone` (deleted already) from the identity of `root`, which keeps records:
+   * its links to the identifiers only `gone` carried go; returns how many.
+   */
+  #dropLinksOnlyIn(ds: string, root: string, gone: MRecord): number {
+    const links = mapOf(this.links, ds);
+    const carried = new Set(this.recordsOf(ds, root).flatMap((r) => identifiersOfParts(r.emails, r.phones)));
+    let dropped = 0;
+    for (const i of identifiersOfParts(gone.emails, gone.phones)) {
+      const key = links.get(i);
+      if (key === undefined || this.root(ds, key) !== root || carried.has(i)) continue;
+      links.delete(i);
+      dropped++;
+    }
+    return dropped;
+  }
+
   /** Carries the request out on the model's current state; returns the expected result. */
   carryOut(req: MRequest): DeletionResult {
     const { ds, bound } = req;
@@ -351,7 +369,9 @@ class DocModel extends DataSetIdentities {
     for (const r of doomed) for (const s of r.seqs) erase.add(s);
     for (const s of erase) this.erased.add(s);
     for (const r of doomed) this.records.delete(rkey(ds, r.id));
-    const [identities, links] = root === null ? [0, 0] : this.#dropIfEmpty(ds, root);
+    const [identities, emptied] = root === null ? [0, 0] : this.#dropIfEmpty(ds, root);
+    let links = emptied;
+    if (req.kind === 'delete_event' && root !== null && identities === 0) for (const r of doomed) links += this.#dropLinksOnlyIn(ds, root, r);
     if (req.suppress) {
       const s = this.suppression.get(ds) ?? { bound, identifiers: new Set<string>() };
       for (const i of person) s.identifiers.add(i);

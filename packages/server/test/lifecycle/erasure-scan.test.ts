@@ -5,12 +5,17 @@
  * raw bytes, event ids, hence the record bodies that hold them) is left in ANY file of the data dir:
  * view files and their -wal/-shm, queue.db and its WAL, the body log, lifecycle.db, control.db, or
  * whatever files a later layout adds (test/helpers/erasure-scan.ts reads them all, by no name).
+ * A reader that keeps lifecycle.db open (a backup, a sqlite3 shell) keeps the request pending while
+ * the WAL holds its target, and once it lets go the request is done with no byte left.
  * Embedded profile only: on PostgreSQL the bytes are in the database server's files
  * (postgres-erasure.test.ts tests what can be tested there).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { cli, cliJson, consumerCaughtUp, exportQueue, provision, startServer, tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
@@ -34,8 +39,15 @@ test('forget and events delete: once done, no byte of the records is left in any
   const rnd = randomBytes(8).toString('hex');
   const A = sha(`erase-me-${rnd}@example.com`);
   const P = sha(`+1555${rnd}`);
+  // The deleted event's phone: its identity keeps another record (same email), which does not carry it.
+  const Q = sha(`+1666${rnd}`);
   const gone = (i: number | string) => `gone-${i}-${rnd}`;
   const deletedId = `deleted-${rnd}`;
+  // A property whose KEY is an email address: the policy's PII scan (redact) rewrites the value, and
+  // the event's meta in the queue names the path, key and all (`properties["…"]`; a key is shown up
+  // to 40 characters, so these are shorter). The needles are no substring of the event ids.
+  const keyOf = (who: 'forgotten' | 'deleted') => `k${who[0]}${rnd}@example.com`;
+  const emailKeyed = (who: 'forgotten' | 'deleted') => ({ properties: { [keyOf(who)]: `write to ${keyOf(who)}` } });
   const goneIds: string[] = [];
   try {
     const post = async (body: unknown) => {
@@ -46,7 +58,7 @@ test('forget and events delete: once done, no byte of the records is left in any
     // Alone, with a phone linked, re-sent (its record rewritten), in a body-log body (> 32 KiB),
     // and among thousands of others applied after it (page splits move its cells around).
     await post(event('shop', gone(0), { email_address: [A] }));
-    await post({ events: [event('shop', gone(1), { email_address: [A], phone_numbers: [P] }), other('x1')] });
+    await post({ events: [event('shop', gone(1), { email_address: [A], phone_numbers: [P] }, emailKeyed('forgotten')), other('x1')] });
     await post(event('shop', gone(0), { email_address: [A] }));
     const big = Array.from({ length: 200 }, (_, i) => (i % 4 === 0 ? event('shop', gone(`big-${i}`), { email_address: [A] }) : other(`big-${i}`)));
     await post({ events: big });
@@ -54,12 +66,20 @@ test('forget and events delete: once done, no byte of the records is left in any
       const batch = Array.from({ length: 100 }, (_, i) => (i === 50 ? event('shop', gone(`b${b}`), { email_address: [A] }) : other(`${b}-${i}`)));
       await post({ events: batch });
     }
-    await post({ events: [event('shop', deletedId, { email_address: [sha(`other-${rnd}`)] }), other('y1')] });
+    await post({ events: [event('shop', deletedId, { email_address: [sha(`keep-y1-${rnd}`)], phone_numbers: [Q] }, emailKeyed('deleted')), other('y1')] });
     for (const id of [gone(0), gone(1), ...big.map((e) => e.id).filter((id) => id.startsWith('gone-')), ...Array.from({ length: 30 }, (_, b) => gone(`b${b}`))]) {
       if (!goneIds.includes(id)) goneIds.push(id);
     }
     await caughtUp(dataDir);
-    const needles: Needle[] = [...digestNeedles('email A', A), ...digestNeedles('phone P', P), textNeedle('deleted event id', deletedId), ...goneIds.map((id) => textNeedle(`event id ${id}`, id))];
+    const needles: Needle[] = [
+      ...digestNeedles('email A', A),
+      ...digestNeedles('phone P', P),
+      ...digestNeedles('phone Q (the deleted event alone)', Q),
+      textNeedle('deleted event id', deletedId),
+      ...goneIds.map((id) => textNeedle(`event id ${id}`, id)),
+      textNeedle('property key of a forgotten event', keyOf('forgotten')),
+      textNeedle('property key of the deleted event', keyOf('deleted')),
+    ];
     assert.notDeepEqual(residue(dataDir, needles), [], 'the scan finds the bytes before the deletion');
 
     const forgot = await cliJson(dataDir, ['identities', 'forget', 'shop', '--identifier', `email:${A}`]);
@@ -69,6 +89,11 @@ test('forget and events delete: once done, no byte of the records is left in any
     const deleted = await cliJson(dataDir, ['events', 'delete', 'shop', deletedId]);
     assert.equal(deleted.state, 'done');
     assert.equal(deleted.result.view_records, 1);
+    // Its identity stays (keep-y1 shares its email) without the phone only the deleted event carried.
+    assert.equal(deleted.result.identities, 0);
+    assert.equal(deleted.result.identifier_links, 1);
+    assert.notEqual((await cli(dataDir, ['--json', 'identities', 'get', 'shop', '--identifier', `phone:${Q}`])).code, 0, 'the phone no longer resolves');
+    assert.equal((await cliJson(dataDir, ['identities', 'get', 'shop', '--identifier', `email:${sha(`keep-y1-${rnd}`)}`])).event_count, 1);
 
     // The bound is "done": nothing is left by then.
     assert.deepEqual(residue(dataDir, needles), [], 'no byte left once the requests are done');
@@ -79,7 +104,11 @@ test('forget and events delete: once done, no byte of the records is left in any
   } finally {
     assert.equal(await server.stop(), 0);
   }
-  assert.deepEqual(residue(dataDir, [...digestNeedles('email A', A), textNeedle('deleted event id', deletedId), ...goneIds.map((id) => textNeedle(id, id))]), [], 'nor after a clean stop');
+  assert.deepEqual(
+    residue(dataDir, [...digestNeedles('email A', A), ...digestNeedles('phone Q', Q), textNeedle('deleted event id', deletedId), ...goneIds.map((id) => textNeedle(id, id)), textNeedle('key', keyOf('forgotten')), textNeedle('key', keyOf('deleted'))]),
+    [],
+    'nor after a clean stop',
+  );
   // The records of others are all there.
   assert.equal((await cli(dataDir, ['--json', 'events', 'get', 'shop', `keep-${rnd}-x1`])).code, 0);
 });
@@ -133,4 +162,53 @@ test('view and queue retention: within the bound after a record was deleted, non
     assert.equal(await server.stop(), 0);
   }
   assert.deepEqual(residue(dataDir, needles), []);
+});
+
+test('a reader holding lifecycle.db open: the request is not done while the WAL holds its target; once done, no file holds it', { skip, timeout: 90_000 }, async () => {
+  const dataDir = tempDataDir('ecapi-erasure-');
+  const creds = await provision(dataDir, ['shop']);
+  const server = await startServer({ dataDir, args: ['--workers', '1'] });
+  const rnd = randomBytes(8).toString('hex');
+  const X = sha(`held-${rnd}@example.com`);
+  const id = `held-${rnd}`;
+  const needles = [...digestNeedles('email X', X), textNeedle('event id', id)];
+  const lifecycleFile = join(dataDir, 'production', 'lifecycle.db');
+  let reader: Database.Database | null = null;
+  const request = async (requestId: number) => ((await cliJson(dataDir, ['deletions', 'shop'])) as { request_id: number; state: string }[]).find((r) => r.request_id === requestId)!;
+  try {
+    const res = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify(event('shop', id, { email_address: [X] })));
+    assert.equal(res.status, 200, res.text);
+    await caughtUp(dataDir);
+    assert.ok(existsSync(lifecycleFile), 'the worker opened lifecycle.db');
+    // A read transaction open from before the request to after it was carried out: a checkpoint can
+    // copy nothing the request wrote, let alone cut the WAL.
+    reader = new Database(lifecycleFile, { readonly: true, fileMustExist: true });
+    reader.exec('BEGIN');
+    reader.prepare('SELECT count(*) FROM deletion_requests').pluck().get();
+
+    const submitted = await cli(dataDir, ['--json', 'identities', 'forget', 'shop', '--identifier', `email:${X}`, '--no-wait']);
+    const requestId = (JSON.parse(submitted.stdout) as { request_id: number }).request_id; // exit code 3: pending
+    // The worker has deleted everything and tried to finish: either it says the lifecycle WAL is
+    // busy, or (the bug) it marked the request done anyway.
+    const state = await waitFor(
+      'the worker to try to finish the request',
+      async () => (server.output().includes('the lifecycle WAL could not be truncated yet') ? 'busy' : (await request(requestId)).state === 'done' ? 'done' : false),
+      60_000,
+      250,
+    );
+    const left = residue(dataDir, needles);
+    assert.notEqual(state, 'done', `reported done while ${left.join(', ') || 'nothing'} holds the target`);
+    assert.equal((await request(requestId)).state, 'pending', 'not done while the WAL holds the target');
+    assert.ok(left.length > 0 && left.every((l) => l.startsWith(join('production', 'lifecycle.db-wal'))), `only the lifecycle WAL holds it: ${left.join(', ')}`);
+
+    reader.exec('COMMIT');
+    reader.close();
+    reader = null;
+    await waitFor('the request to be done once the reader closed', async () => (await request(requestId)).state === 'done', 30_000, 250);
+    assert.deepEqual(residue(dataDir, needles), [], 'no file holds the target once done');
+  } finally {
+    reader?.close();
+    assert.equal(await server.stop(), 0);
+  }
+  assert.deepEqual(residue(dataDir, needles), [], 'nor after a clean stop');
 });

@@ -20,7 +20,14 @@ const skip = TEST_PROFILE === 'postgres' ? false : 'PostgreSQL profile only (ECA
 const SCHEMA = 'ecapi_production';
 const TOUCHED = ['view_records', 'identity_nodes', 'identity_identifiers', 'queue_segments', 'deletion_requests'];
 
-const event = (id: string, email: string) => purchaseEvent('shop', id, { email_address: [email] });
+const event = (id: string, email: string, extra: Record<string, unknown> = {}, phone?: string) =>
+  purchaseEvent('shop', id, { email_address: [email], ...(phone ? { phone_numbers: [phone] } : {}) }, extra);
+
+/**
+ * A property whose KEY is an email address: the policy's PII scan (redact) rewrites the value, and the
+ * event's meta in queue_segments.metas names the path, key and all (`properties["…"]`).
+ */
+const emailKeyed = (key: string) => ({ properties: { [key]: `write to ${key}` } });
 
 /** VACUUMs so far of each touched table (partitions summed under their parent's name). */
 async function vacuums(url: string): Promise<Record<string, number>> {
@@ -54,8 +61,19 @@ test('PostgreSQL: once done, no row of the schema holds the digest or the event 
   const A = sha(`pg-erase-${rnd}@example.com`);
   const ids = Array.from({ length: 30 }, (_, i) => `pg-gone-${i}-${rnd}`);
   const single = `pg-single-${rnd}`;
+  // Shorter than the 40 characters a path shows of a key; no substring of the ids.
+  const forgottenKey = `kf${rnd}@example.com`;
+  const deletedKey = `kd${rnd}@example.com`;
+  // The deleted event's identity stays (`keep` shares its email); its phone, only it carried, goes.
+  const Q = sha(`+1666${rnd}`);
   try {
-    const res = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify({ events: [...ids.map((id) => event(id, A)), event(single, sha(`x-${rnd}`)), event(`keep-${rnd}`, sha(`y-${rnd}`))] }));
+    const res = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify({
+        events: [
+          ...ids.map((id, i) => event(id, A, i === 7 ? emailKeyed(forgottenKey) : {})),
+          event(single, sha(`y-${rnd}`), emailKeyed(deletedKey), Q),
+          event(`keep-${rnd}`, sha(`y-${rnd}`)),
+        ],
+      }));
     assert.equal(res.status, 200, res.text);
     await consumerCaughtUp(dataDir, 30_000);
     assert.ok((await tablesHolding(url, A)).length > 0, 'the search finds the digest before');
@@ -67,8 +85,9 @@ test('PostgreSQL: once done, no row of the schema holds the digest or the event 
     assert.equal(forgot.result.queue_events, ids.length);
     const deleted = await cliJson(dataDir, ['events', 'delete', 'shop', single]);
     assert.equal(deleted.state, 'done');
+    assert.deepEqual([deleted.result.view_records, deleted.result.identities, deleted.result.identifier_links], [1, 0, 1], 'the record and the link of its phone');
 
-    for (const needle of [A, single, ids[0]!, ids[29]!]) assert.deepEqual(await tablesHolding(url, needle), [], `no row holds ${needle === A ? 'the digest' : needle}`);
+    for (const needle of [A, single, ids[0]!, ids[29]!, forgottenKey, deletedKey, Q]) assert.deepEqual(await tablesHolding(url, needle), [], `no row holds ${needle === A ? 'the digest' : needle}`);
     assert.ok((await tablesHolding(url, `keep-${rnd}`)).length > 0, 'others stay');
     // The statistics collector reports VACUUMs with a short delay.
     await waitFor('the VACUUMs to show', async () => {

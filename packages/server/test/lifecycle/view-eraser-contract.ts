@@ -7,7 +7,8 @@
  * Other data sets and the counters are never touched. A request's deletions (issue 29) cover only
  * records first queued up to its bound, are counted in its tally (exact whatever attempt made them),
  * name every deleted record with the last position merged into it (whose queued copies go too), and
- * keep an identity that still has records.
+ * keep an identity that still has records; one record deleted from such an identity takes the
+ * identifier links only it carried with it (normalized as the consumer links them), the others stay.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -57,6 +58,30 @@ async function seed(store: ViewStore): Promise<void> {
       { dataSetId: 'ds', identifier: 'phone:b', identityKey: 'ik_2' },
     ]);
     await tx.addCounters([{ dataSetId: 'ds', hour: T0 - (T0 % 3_600_000), name: 'events', n: 4 }]);
+  });
+}
+
+/** A 64-hex digest as senders send them (lowercase), from one letter. */
+const digest = (c: string) => c.repeat(64);
+
+/**
+ * ds `links`: identity ik_10 (absorbed ik_11) with records q1 (ik_10: emails E and S, phone P) and
+ * q2 (ik_11: email S in upper case, uid U); links email:E, phone:P → ik_10, email:S, uid:U → ik_11.
+ */
+async function seedLinks(store: ViewStore): Promise<void> {
+  const withUserData = (r: MergedRecord, userData: Record<string, unknown>): MergedRecord => ({ ...r, event: { ...r.event, user_data: userData } });
+  await store.transaction(async (tx) => {
+    await tx.writeRecords([
+      withUserData(record('links', 'q1', 20, T0, 'ik_10'), { email_address: [digest('e'), digest('5')], phone_numbers: [digest('b')] }),
+      withUserData(record('links', 'q2', 21, T0, 'ik_11'), { email_address: [digest('5').toUpperCase()], uids: [{ id: 'u-1', source: 'crm' }] }),
+    ]);
+    await tx.writeIdentities([node('links', 'ik_10', null, 20, 2), node('links', 'ik_11', 'ik_10', 21, 0)]);
+    await tx.linkIdentifiers([
+      { dataSetId: 'links', identifier: `email:${digest('e')}`, identityKey: 'ik_10' },
+      { dataSetId: 'links', identifier: `phone:${digest('b')}`, identityKey: 'ik_10' },
+      { dataSetId: 'links', identifier: `email:${digest('5')}`, identityKey: 'ik_11' },
+      { dataSetId: 'links', identifier: 'uid:u-1', identityKey: 'ik_11' },
+    ]);
   });
 }
 
@@ -157,5 +182,25 @@ export function viewEraserContract(backend: string, factory: EraserFactory, opti
     assert.ok(await store.getRecord('ds', 'id:r4'));
     assert.equal(await store.getIdentity('ds', 'ik_3'), null);
     assert.ok(await store.getIdentity('ds', 'ik_2'));
+  });
+  run('one record by key: an identity that keeps other records loses the identifier links only that record carried', async (store, eraser, newRequest) => {
+    await seedLinks(store);
+    const req = await newRequest();
+    await eraser.deleteRecord(req, 'links', 'id:q1', 100);
+    assert.equal(await store.getRecord('links', 'id:q1'), null);
+    assert.deepEqual(await counts(eraser, req), { records: 1, identities: 0, links: 2 }, 'email E and phone P: q1 alone carried them');
+    const kept = await store.getIdentity('links', 'ik_10');
+    assert.equal(kept?.eventCount, 1);
+    assert.deepEqual(kept?.identifiers, [`email:${digest('5')}`, 'uid:u-1'], 'email S stays: q2 carries it (in upper case, normalized)');
+    assert.equal(await store.identityOfIdentifier('links', `phone:${digest('b')}`), null, 'the phone only q1 carried no longer resolves');
+    assert.equal(await store.identityOfIdentifier('links', `email:${digest('e')}`), null);
+    assert.equal(await eraser.findIdentity('links', { identifier: `email:${digest('e')}` }), null);
+    assert.equal(await store.identityOfIdentifier('links', `email:${digest('5')}`), 'ik_11');
+    // Then its last record: the identity goes with the links left, counted once.
+    await eraser.deleteRecord(req, 'links', 'id:q2', 100);
+    assert.deepEqual(await counts(eraser, req), { records: 2, identities: 2, links: 4 });
+    assert.equal(await store.getIdentity('links', 'ik_10'), null);
+    // The other data set's identities are untouched.
+    assert.deepEqual((await store.getIdentity('ds', 'ik_1'))?.identifiers, ['email:a', 'email:c']);
   });
 }
