@@ -53,9 +53,11 @@ import { PartsHeldError } from './parts-fence.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import { recordKeyForId } from '../merged-view/merge.js';
+import { canonicalIdentifier } from './identifier-digest.js';
+import { equivalentIdentifiers } from './equivalent-identifiers.js';
 import type { Logger } from '../observability/logger.js';
 import {
-  addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type EraserCursor, type LifecycleBackend, type ViewEraser, SUPPRESSION_REFRESH_MS,
+  addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type EraserCursor, type IdentityToErase, type LifecycleBackend, type ViewEraser, SUPPRESSION_REFRESH_MS,
   WalBusyError,
 } from './lifecycle-backend.js';
 
@@ -234,7 +236,7 @@ export class LifecycleRunner {
       await this.#step(request);
       let identifiers: string[] = [];
       let base: (event: Record<string, unknown>) => boolean;
-      let root: string | null = null;
+      const roots: string[] = [];
       if (request.kind === 'delete_event') {
         const target = request.target!;
         if (eraser) {
@@ -250,8 +252,17 @@ export class LifecycleRunner {
         // behind could still unite it with another), and with --suppress no part applies an event
         // under the new list that another part applied under the old one.
         if (eraser) await this.#hold(request, eraser);
-        const identity = (await eraser?.findIdentity(dataSetId, request.kind === 'forget_identifier' ? { identifier: target } : { identityKey: target })) ?? null;
-        identifiers = identity ? identity.identifiers : request.kind === 'forget_identifier' ? [target] : [];
+        // An identifier is the person's however it was spelled or whichever field carried it, as the
+        // suppression list compares it (identifier-digest.ts canonicalIdentifier): every identity
+        // linked by a spelling of the target goes (equivalent-identifiers.ts).
+        const found = new Map<string, IdentityToErase>();
+        const lookups = request.kind === 'forget_identifier' ? equivalentIdentifiers(target).map((identifier) => ({ identifier })) : [{ identityKey: target }];
+        for (const lookup of lookups) {
+          const identity = (await eraser?.findIdentity(dataSetId, lookup)) ?? null;
+          if (identity !== null && !found.has(identity.root)) found.set(identity.root, identity);
+        }
+        const identities = [...found.values()];
+        identifiers = identities.length > 0 ? [...new Set(identities.flatMap((identity) => identity.identifiers))] : request.kind === 'forget_identifier' ? [target] : [];
         // --suppress: the person's identifiers are suppressed first, then their records go, all of
         // them: those of events sent after the request and applied before now included. None can be
         // added after: a consumer batch reads the list under the view's write lock, which the
@@ -265,22 +276,25 @@ export class LifecycleRunner {
           await new Promise((r) => setTimeout(r, 2 * SUPPRESSION_REFRESH_MS));
         }
         const coveredUpTo = request.suppress ? Number.MAX_SAFE_INTEGER : boundSeq;
-        if (identity && eraser) {
-          root = identity.root;
+        for (const identity of eraser ? identities : []) {
+          const root = identity.root;
+          roots.push(root);
           const keys = new Set(identity.keys);
           let after: EraserCursor | null = 0;
           while (after !== null) {
             await this.#step(request);
-            const step = await eraser.deleteIdentityRecords(id, dataSetId, { root, keys }, coveredUpTo, after, SCAN_BATCH);
+            const step = await eraser!.deleteIdentityRecords(id, dataSetId, { root, keys }, coveredUpTo, after, SCAN_BATCH);
             await this.#b.store.noteDeletedEvents(dataSetId, step.deletedEventIds ?? [], id); // `events get` says it was deleted
             after = step.next;
             await yieldLoop();
           }
         }
-        // The identity tree is deleted below, in its identity part alone: the consumers go on.
+        // The identity trees are deleted below, in their identity part alone: the consumers go on.
         await eraser?.release?.();
         const wanted = new Set(identifiers);
-        base = (event) => identifiersOf(normalizeEvent(event as never)).some((i) => wanted.has(i));
+        // The queue: events carrying any of the identities' identifiers, or any spelling of the target.
+        const canonicalTarget = request.kind === 'forget_identifier' ? canonicalIdentifier(target) : null;
+        base = (event) => identifiersOf(normalizeEvent(event as never)).some((i) => wanted.has(i) || (canonicalTarget !== null && canonicalIdentifier(i) === canonicalTarget));
       }
       // The queue: the person's copies up to the bound, and the copies of every deleted record: its
       // id's up to the bound, and the re-sends merged into it after the bound (up to its last position).
@@ -303,7 +317,7 @@ export class LifecycleRunner {
       // Body-log bytes of rewritten segments: zeroed and synced before the request can be done.
       await this.#b.queue.overwritePending({ wait: true });
       // The identity tree last: a worker that takes over after this still finds it above.
-      if (root !== null && eraser) await eraser.deleteIdentity(id, dataSetId, root);
+      if (eraser) for (const root of roots) await eraser.deleteIdentity(id, dataSetId, root);
       const view: ErasedCounts = eraser ? await eraser.tally(id) : zeroCounts();
       result = {
         view_records: view.records,
