@@ -13,69 +13,11 @@ import net from 'node:net';
 import tls from 'node:tls';
 import http from 'node:http';
 import https from 'node:https';
-import http2 from 'node:http2';
 import { once } from 'node:events';
-import { signBody } from '@ecapi-ingest/protocol';
 import { provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 import { postSigned, sampleEvent, type Credentials } from '../helpers/https-client.js';
 import { v1Header, v2Header } from '../helpers/proxy-headers.js';
-
-/** A TCP connection that writes `preface` (a PROXY header, or nothing) and then does a real TLS 1.3 handshake. */
-async function tlsAfter(port: number, ca: string, preface: Buffer | null, alpn: string): Promise<tls.TLSSocket> {
-  const raw = net.connect(port, '127.0.0.1');
-  await once(raw, 'connect');
-  if (preface) raw.write(preface);
-  const socket = tls.connect({ socket: raw, servername: 'localhost', ca, minVersion: 'TLSv1.3', ALPNProtocols: [alpn] });
-  await once(socket, 'secureConnect');
-  return socket;
-}
-
-function signedHeaders(creds: Credentials, dataSet: string, body: string): Record<string, string> {
-  return {
-    'content-type': 'application/json',
-    accept: 'application/json',
-    'x-service-key-id': creds.keyId,
-    'x-service-data-set': dataSet,
-    'x-service-signature': signBody(body, creds.secret),
-  };
-}
-
-/** One signed POST over HTTP/1.1 on a connection that starts with `preface`; resolves the status. */
-async function postVia(server: ServerProcess, preface: Buffer | null, creds: Credentials, dataSet: string): Promise<number> {
-  const socket = await tlsAfter(server.port, server.ca, preface, 'http/1.1');
-  const body = JSON.stringify(sampleEvent(dataSet));
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      { createConnection: () => socket, method: 'POST', path: '/v1/events', host: 'localhost', headers: { ...signedHeaders(creds, dataSet, body), 'content-length': Buffer.byteLength(body) } },
-      (res) => {
-        res.resume();
-        res.on('end', () => {
-          socket.destroy();
-          resolve(res.statusCode ?? 0);
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** The same over HTTP/2 (the address is read through the session's socket proxy). */
-async function postViaH2(server: ServerProcess, preface: Buffer | null, creds: Credentials, dataSet: string): Promise<number> {
-  const socket = await tlsAfter(server.port, server.ca, preface, 'h2');
-  const session = http2.connect(`https://localhost:${server.port}`, { createConnection: () => socket });
-  const body = JSON.stringify(sampleEvent(dataSet));
-  try {
-    const stream = session.request({ ':method': 'POST', ':path': '/v1/events', ...signedHeaders(creds, dataSet, body) });
-    stream.end(body);
-    const [headers] = (await once(stream, 'response')) as [http2.IncomingHttpHeaders];
-    stream.resume();
-    await once(stream, 'end');
-    return Number(headers[':status']);
-  } finally {
-    session.close();
-  }
-}
+import { postVia, postViaH2, signedHeaders, tlsAfter } from '../helpers/proxied-post.js';
 
 /** Writes `preface` and then tries a TLS handshake on the same connection: does it succeed? */
 async function handshakeAfter(port: number, ca: string, preface: Buffer): Promise<boolean> {
