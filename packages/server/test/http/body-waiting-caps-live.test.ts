@@ -17,7 +17,7 @@ import { signBody } from '@ecapi-ingest/protocol';
 import { provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 import { postSigned, sampleEvent, type Credentials } from '../helpers/https-client.js';
 import { openRaw } from '../helpers/raw-tls.js';
-import { waitFor } from '../helpers/fault-tools.js';
+import { metricsText, metricValue, waitFor } from '../helpers/fault-tools.js';
 
 const DS = 'caps';
 const ATTACKER = '127.0.0.2';
@@ -35,10 +35,9 @@ after(async () => {
 });
 
 async function metric(name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${server.adminPort}/metrics`)).text();
-  const match = text.match(new RegExp(`^${name} (\\S+)$`, 'm'));
-  assert.ok(match, `${name} in /metrics`);
-  return Number(match[1]);
+  const value = metricValue(await metricsText(server.adminPort), name);
+  assert.ok(!Number.isNaN(value), `${name} in /metrics`);
+  return value;
 }
 
 function batch(prefix: string, events: number): string {
