@@ -16,7 +16,7 @@
  * Refusals per untrusted connection (audit: sessions held open by refused requests). A connection
  * (HTTP/2 session, HTTP/1.1 socket) on which no request passed the HMAC may carry at most
  * MAX_UNTRUSTED_REFUSALS requests answered without authentication (any 4xx before the HMAC: 401,
- * shed 429, 404, 400...); the answer to the last one ends it: HTTP/2 GOAWAY once it is written
+ * shed 429, 404, 400...); the answer to the last one ends it: HTTP/2 GOAWAY sent before that answer
  * (streams under way finish, no new ones), HTTP/1.1 `Connection: close` (most such answers close
  * HTTP/1.1 at once anyway; a 401 after the body did not). A client that holds a secret is never
  * counted: its first signed request makes the connection trusted. Counted in public-server.ts's
@@ -76,10 +76,11 @@ export function countRefusal(req: IncomingMessage | Http2ServerRequest, res: Ser
   refusals.set(connection, count);
   if (count < MAX_UNTRUSTED_REFUSALS) return;
   if (isH2) {
+    // GOAWAY now, before this answer is written: it reaches the client ahead of the answer, so no
+    // request the client sends after reading the answer is served (GOAWAY on 'finish' raced with a
+    // request read before that event ran). This stream, already open, still completes.
     const session = req.stream.session!;
-    res.on('finish', () => {
-      if (!session.closed && !session.destroyed) session.close();
-    });
+    if (!session.closed && !session.destroyed) session.close();
   } else if (!closing.has(req.socket)) {
     closeAfterResponse(req, res, closing);
   }

@@ -109,6 +109,17 @@ export async function lineCounts(page: Page, selector: string): Promise<number[]
   );
 }
 
+/**
+ * lineCounts once every element of `selector` is drawn (at least one line each): the console redraws
+ * its cards on each refresh, and an element read mid-redraw (empty) is not a wrapped one.
+ */
+export async function drawnLineCounts(page: Page, selector: string): Promise<number[]> {
+  return eventually(`${selector} drawn`, async () => {
+    const lines = await lineCounts(page, selector);
+    return lines.length > 0 && lines.every((n) => n > 0) ? lines : undefined;
+  });
+}
+
 /** The page does not scroll sideways: nothing is wider than the viewport. */
 export async function noSidewaysScroll(page: Page, what: string): Promise<void> {
   const { scrollWidth, clientWidth } = await page.locator('html').evaluate((root) => ({ scrollWidth: root.scrollWidth, clientWidth: root.clientWidth }));
