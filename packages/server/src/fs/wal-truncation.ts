@@ -37,11 +37,16 @@ export async function truncateWal(db: Database.Database, options: { attempts?: n
   }
 }
 
-/** A PASSIVE checkpoint (never waits): copies what it can so the WAL starts over soon. */
-export function checkpointPassive(db: Database.Database): void {
+/**
+ * A PASSIVE checkpoint (never waits): copies what it can so the WAL starts over soon. Returns true
+ * when it copied every frame back (no reader holds an older snapshot), false when it could not (a
+ * reader, or SQLITE_BUSY: another checkpoint; the next one does it).
+ */
+export function checkpointPassive(db: Database.Database): boolean {
   try {
-    db.pragma('wal_checkpoint(PASSIVE)');
+    const [r] = db.pragma('wal_checkpoint(PASSIVE)') as CheckpointResult[];
+    return r !== undefined && r.busy === 0 && r.checkpointed === r.log;
   } catch {
-    // busy: the next one does it
+    return false;
   }
 }

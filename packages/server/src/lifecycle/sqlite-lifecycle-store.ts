@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { prepareDatabaseFile } from '../fs/durable-files.js';
 import { ownerIsDead, SELF_OWNER } from './claim-owner.js';
 import { eventDigest, identifierDigest, suppressionDigest, targetDigest } from './identifier-digest.js';
-import { truncateWal } from '../fs/wal-truncation.js';
+import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
 import {
   deletionRequestOf,
   type DeletionRequest,
@@ -184,21 +184,11 @@ export class SqliteLifecycleStore implements LifecycleStore {
     // whether one does (frames it could not copy back), so that such a reader does not get the
     // TRUNCATE attempts, which hold the CLI's writers off while they wait, at every round; the few
     // TRUNCATE attempts are for a reader between two reads (the waiting CLI between two polls).
-    if (!this.#walCopiedBack() || !(await truncateWal(this.#db, { attempts: LIFECYCLE_WAL_ATTEMPTS }))) {
+    if (!checkpointPassive(this.#db) || !(await truncateWal(this.#db, { attempts: LIFECYCLE_WAL_ATTEMPTS }))) {
       throw new WalBusyError('the lifecycle WAL could not be truncated yet (a reader holds lifecycle.db open); the request is finished at a later round');
     }
     // 3. Done: this commit's page images hold no target any more.
     this.#db.prepare("UPDATE deletion_requests SET state = 'done', done_at = ?, result = ? WHERE id = ? AND state = 'pending'").run(nowMs, text, id);
-  }
-
-  /** A PASSIVE checkpoint copied every frame of the WAL back (no reader holds an older snapshot). */
-  #walCopiedBack(): boolean {
-    try {
-      const [r] = this.#db.pragma('wal_checkpoint(PASSIVE)') as { busy: number; log: number; checkpointed: number }[];
-      return r !== undefined && r.busy === 0 && r.checkpointed === r.log;
-    } catch {
-      return false; // SQLITE_BUSY: another connection's checkpoint; the next round tries again
-    }
   }
 
   async noteDeletedEvents(dataSetId: string, eventIds: readonly string[], requestId: number): Promise<void> {

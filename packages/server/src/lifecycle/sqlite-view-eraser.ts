@@ -116,18 +116,11 @@ export class SqliteViewEraser implements ViewEraser {
       deleteOneRecordOf: db.prepare(
         'DELETE FROM view_records WHERE rowid = ? AND data_set_id = ? AND record_key = ? AND first_seq <= ? RETURNING last_seq, event_id, event',
       ),
-      // The events of an identity's records (default layout: identity_key on the record), and its
-      // record keys (sharded identity part: record_identities); both read the data set's rows.
-      identityEvents: db.prepare(
-        `SELECT event FROM view_records WHERE data_set_id = ? AND identity_key IN
-           (SELECT identity_key FROM identity_nodes WHERE data_set_id = ? AND identity_key = ? UNION ALL
-            SELECT identity_key FROM identity_nodes INDEXED BY identity_nodes_parent WHERE data_set_id = ? AND parent = ?)`,
-      ).pluck(),
-      identityRecordKeys: db.prepare(
-        `SELECT record_key FROM record_identities WHERE data_set_id = ? AND identity_key IN
-           (SELECT identity_key FROM identity_nodes WHERE data_set_id = ? AND identity_key = ? UNION ALL
-            SELECT identity_key FROM identity_nodes INDEXED BY identity_nodes_parent WHERE data_set_id = ? AND parent = ?)`,
-      ).pluck(),
+      // The events of the records of an identity's nodes (a JSON array of keys: #treeKeys; default
+      // layout: identity_key on the record), and their record keys (sharded identity part:
+      // record_identities); both read the data set's rows.
+      identityEvents: db.prepare('SELECT event FROM view_records WHERE data_set_id = ? AND identity_key IN (SELECT value FROM json_each(?))').pluck(),
+      identityRecordKeys: db.prepare('SELECT record_key FROM record_identities WHERE data_set_id = ? AND identity_key IN (SELECT value FROM json_each(?))').pluck(),
       recordIdentityOf: db.prepare('SELECT identity_key FROM record_identities WHERE data_set_id = ? AND record_key = ?').pluck(),
       eventOf: db.prepare('SELECT event FROM view_records WHERE data_set_id = ? AND record_key = ?').pluck(),
       deleteLink: db.prepare('DELETE FROM identity_identifiers WHERE data_set_id = ? AND identifier = ?'),
@@ -231,14 +224,19 @@ export class SqliteViewEraser implements ViewEraser {
     if (start === undefined) return null;
     const root = this.#rootOf(dataSetId, start);
     if (root === null) return null;
-    const keys = [root, ...(this.#s.members.all(dataSetId, root) as string[])];
+    const keys = this.#treeKeys(dataSetId, root);
     const identifiers = keys.flatMap((k) => (this.#s.linksOf.all(dataSetId, storedIdentityKey(k)) as StoredIdentifier[]).map(identifierOfStored)).sort();
     return { root, keys, identifiers };
   }
 
+  /** The keys of the identity tree of `root`: the root and the nodes it absorbed (trees are flat). */
+  #treeKeys(dataSetId: string, root: string): string[] {
+    return [root, ...(this.#s.members.all(dataSetId, root) as string[])];
+  }
+
   /** Deletes the identity tree of `root`: its nodes and their links (one transaction). */
   #dropIdentity(dataSetId: string, root: string, counts: ErasedCounts): void {
-    for (const key of [root, ...(this.#s.members.all(dataSetId, root) as string[])]) {
+    for (const key of this.#treeKeys(dataSetId, root)) {
       counts.links += this.#s.deleteLinks.run(dataSetId, storedIdentityKey(key)).changes;
       counts.identities += this.#s.deleteNode.run(dataSetId, key).changes;
     }
@@ -330,7 +328,7 @@ export class SqliteViewEraser implements ViewEraser {
           else if (root !== null) {
             // The identity stays: the links only this record carried go (its other records are read
             // in this transaction, so none can gain one of them in between).
-            const remaining = () => this.#s.identityEvents.iterate(dataSetId, dataSetId, root, dataSetId, root) as IterableIterator<string>;
+            const remaining = () => this.#s.identityEvents.iterate(dataSetId, JSON.stringify(this.#treeKeys(dataSetId, root))) as IterableIterator<string>;
             this.#dropLinks(dataSetId, root, this.#linksOnlyIn(dataSetId, root, identifiersOfStoredEvent(gone.event), remaining), counts);
           }
         }
@@ -485,7 +483,7 @@ export class SqliteViewEraser implements ViewEraser {
 
   /** Identity part: the keys of the records of the identity of `root` (reads the data set's record_identities). */
   identityRecordKeys(dataSetId: string, root: string): string[] {
-    return this.#s.identityRecordKeys.all(dataSetId, dataSetId, root, dataSetId, root) as string[];
+    return this.#s.identityRecordKeys.all(dataSetId, JSON.stringify(this.#treeKeys(dataSetId, root))) as string[];
   }
 
   /**
