@@ -19,7 +19,7 @@ import type { EventError, EventErrorCode } from '@ecapi-ingest/protocol';
 export interface EventPolicyMeta {
   /** Consent decision from GPP, when one applied. */
   consent?: { decision: 'measurement_only' | 'none'; sections: number[]; signals: string[] };
-  /** JSON paths of fields where a plaintext identifier was redacted. */
+  /** Fields where a plaintext identifier was redacted, in document order, by their stored paths (validation/stored-reason.ts: a key the schema does not know is `*`). */
   piiRedacted?: string[];
   /** 'truncated' or 'dropped' when the IP policy changed the event. */
   ip?: 'truncated' | 'dropped';

@@ -20,6 +20,10 @@
  *    mean "absent"); if it finds none, the cleaned event must pass Ajv (a null was Ajv's only
  *    objection).
  * The walker hands the decoded GPP string (WalkFindings) on to the privacy step.
+ *
+ * The policy's meta is stored with the queued record (events/event-outcome.ts: never an
+ * identifier), so the paths it names of redacted fields leave here in their stored form
+ * (stored-reason.ts): `properties.*`, never the property key the sender chose.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { ErrorObject, ValidateFunction } from 'ajv';
@@ -31,6 +35,7 @@ import type { EventCheck, EventOutcome, EventRejection } from '../events/event-o
 import type { EventCheckContext, EventProcessor } from './event-check.js';
 import { fromJsonPointer, joinPath, loadEventSchema, type JsonSchema } from '@ecapi-ingest/protocol';
 import { buildEventModel } from './schema-model.js';
+import { knownPathsOf, storedPathOf } from './stored-reason.js';
 import { EventWalker } from './walker.js';
 import type { WalkFindings } from './walker.js';
 
@@ -90,7 +95,9 @@ type Validated = EventRejection | boolean;
 export function createEventProcessor(options: EventProcessorOptions = {}): EventProcessor {
   const schema = options.schema ?? loadEventSchema();
   const validate = compileEventSchema(schema);
-  const walker = new EventWalker(buildEventModel(schema), options.gppDecoder ?? createGppDecoder());
+  const model = buildEventModel(schema);
+  const walker = new EventWalker(model, options.gppDecoder ?? createGppDecoder());
+  const knownPaths = knownPathsOf(model);
 
   /** Step 3, validation: what it found for step 4 (the decoded GPP string) goes into `findings`. */
   const validateEvent = (event: unknown, context: EventCheckContext, findings: WalkFindings): Validated => {
@@ -117,7 +124,11 @@ export function createEventProcessor(options: EventProcessorOptions = {}): Event
     const accepted = event as Record<string, unknown>;
     const policy = applyPolicy(accepted, findings.gpp, context.policy);
     if (!policy.ok) return policy;
-    return { ok: true, event: accepted, meta: policy.meta, modified: validated || policy.meta !== undefined };
+    const meta = policy.meta;
+    // The meta is stored with the queued record: a redacted field is named by its stored path (a key
+    // the schema does not know, which the sender chose and may be an email address, becomes `*`).
+    if (meta?.piiRedacted !== undefined) meta.piiRedacted = meta.piiRedacted.map((path) => storedPathOf(path, knownPaths));
+    return { ok: true, event: accepted, meta, modified: validated || meta !== undefined };
   };
 
   return {
