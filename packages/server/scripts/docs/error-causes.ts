@@ -65,7 +65,12 @@ export const EVENT_ERROR_CAUSES: Readonly<Record<string, ErrorCause>> = {
   MISSING_FIELD: { cause: '`data_set_id`, `timestamp`, `event_type`; `custom_event` when `event_type` is `custom`; `currency_code` when `value` is set' },
   SCHEMA: { cause: 'wrong type, unknown enum value, unknown field; also `event must be a JSON object`' },
   INVALID_FIELD: {
-    cause: 'a present but invalid value; `invalid field data_set_id: must equal X-Service-Data-Set` for an event of another (authorized) data set',
+    cause:
+      'a present but invalid value; `invalid field data_set_id: must equal X-Service-Data-Set` for an event of another (authorized) data set, ' +
+      '`invalid field data_set_id: must be a non-empty string` for an empty one (that event alone); ' +
+      '`invalid field timestamp: is more than 5 minutes in the future; send the event time in unix seconds (UTC)`, or ' +
+      '`invalid field timestamp: is older than this data set accepts (maximum event age 90 days)` outside the data set\'s time window ' +
+      '(its `--max-age`, 90 days by default)',
   },
   NOT_HASHED: { cause: 'a hashed identifier that is not a SHA-256 hex digest' },
   NOT_AUTHORIZED: { cause: "an event's `data_set_id` the key has no grant for: the whole request is refused with this 401 (see above)" },

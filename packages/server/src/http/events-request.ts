@@ -130,7 +130,7 @@ function checkEvents(deps: EventsRequestDeps, events: readonly unknown[], header
     let error: EventRejection;
     if (!isPlainObject(event)) {
       error = NOT_AN_OBJECT;
-    } else if (typeof event.data_set_id === 'string' && event.data_set_id !== headerDataSet) {
+    } else if (typeof event.data_set_id === 'string' && event.data_set_id !== headerDataSet && event.data_set_id !== '') {
       error = DATA_SET_MISMATCH;
     } else {
       const check = deps.processor.evaluate(event, context);
@@ -190,7 +190,8 @@ export async function handleEventsRequest(
     for (const event of events) {
       if (isPlainObject(event)) {
         const id = event.data_set_id;
-        if (typeof id === 'string' && id !== headerDataSet && !isAuthorized(principal.key, id, snapshot)) {
+        // An empty id names no data set: it is the event's own invalid field (below), not a grant.
+        if (typeof id === 'string' && id !== headerDataSet && id !== '' && !isAuthorized(principal.key, id, snapshot)) {
           throw requestError('NOT_AUTHORIZED', id);
         }
       }

@@ -284,6 +284,20 @@ describe('per-event outcomes', () => {
     assert.ok(!ids.has(bad1.id as string) && !ids.has('evt-other-set'));
   });
 
+  test('an empty data_set_id is that event\'s invalid field, not a batch the key may not write', async () => {
+    const good = sampleEvent(DS);
+    const empty: Record<string, unknown> = { ...sampleEvent(DS), data_set_id: '' };
+    const res = await post(JSON.stringify({ events: [good, empty] }));
+    assert.equal(res.status, 207);
+    assert.deepEqual(res.json(), {
+      accepted: 1,
+      rejected: 1,
+      errors: [{ index: 1, event_id: empty.id, error: 'invalid field data_set_id: must be a non-empty string' }],
+    });
+    const ids = new Set((await exportQueue(dataDir)).map((r) => r.event.id));
+    assert.ok(ids.has(good.id as string) && !ids.has(empty.id as string));
+  });
+
   test('400 with the multi-status shape when every event fails', async () => {
     const a = sampleEvent(DS);
     delete a.data_set_id;
