@@ -45,7 +45,7 @@ import { LADDER_RUNGS, type LadderRung } from './ladder-rungs.js';
 
 /** Metrics off: the calls the request path makes, doing nothing. */
 const noop = { inc() {}, observe() {} };
-const METRICS_OFF = { countRequest() {}, watchBodyBudget() {}, requestDuration: noop, queueAppendDuration: noop, eventsAccepted: noop, eventsRejected: noop, rateLimited: noop, piiRedactions: noop } as unknown as ServiceMetrics;
+const METRICS_OFF = { countRequest() {}, watchBodyBudget() {}, watchConnections() {}, countDefenceClose() {}, countStreamRefused() {}, requestDuration: noop, queueAppendDuration: noop, eventsAccepted: noop, eventsRejected: noop, rateLimited: noop, piiRedactions: noop } as unknown as ServiceMetrics;
 
 /** Validation off: every event accepted as sent. */
 const accepted = (event: unknown) => ({ ok: true as const, event: event as Record<string, unknown>, meta: undefined, modified: false });

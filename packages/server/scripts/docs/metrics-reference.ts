@@ -1,6 +1,6 @@
 /**
  * docs/reference/metrics.md from the registered metrics: the registry a service builds
- * (ServiceMetrics with its body-budget gauges, the consumer-lag gauges, the disk gauges: the same
+ * (ServiceMetrics with its body-budget and connection gauges, the consumer-lag gauges, the disk gauges: the same
  * calls as src/service.ts and http/public-server.ts) is read for each metric's name, type, help,
  * labels and histogram buckets. Nothing is collected (no scrape, no file read).
  * Only `ecapi_*` metrics are listed: prom-client's default process and Node.js metrics depend on the
@@ -29,6 +29,7 @@ export interface MetricDescription {
 export function serviceRegistry(): Registry {
   const metrics = new ServiceMetrics();
   metrics.watchBodyBudget({ inFlight: 0, waiting: 0 });
+  metrics.watchConnections({ connections: () => 0, untrusted: () => 0 });
   registerConsumerLagGauges(metrics.registry, { lag: () => Promise.reject(new Error('not collected')) });
   new DiskMonitor({ dataDir: '.', backend: {} as LifecycleBackend, logger: {} as Logger, lowSpacePercent: 10 }).registerGauges(metrics.registry);
   return metrics.registry;

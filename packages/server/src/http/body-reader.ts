@@ -14,7 +14,8 @@
  *             instead, one turn of the event loop later unless its body ended meanwhile (then it
  *             is admitted at once: a small body without Content-Length, usual on HTTP/2, would
  *             otherwise be refused for want of a length): HTTP/2 RST_STREAM REFUSED_STREAM (nothing
- *             was processed: the client may retry; the session lives on); HTTP/1.1 onRefused
+ *             was processed: the client may retry; the session lives on; told to
+ *             ReaderHost.onStreamRefused, since no answer counts it); HTTP/1.1 onRefused
  *             answers it (the public server: 429 with Retry-After, counted like the other refusals
  *             before authentication, the connection closed after it since the rest of the body is
  *             unread), else the socket is destroyed. The budget counts them (BodyBudget.refused);
@@ -64,6 +65,8 @@ export interface ReaderHost {
   readonly budget: BodyBudget;
   /** The bodies the sweep watches. */
   readonly watched: Set<BodyWatch>;
+  /** An HTTP/2 request refused with RST_STREAM REFUSED_STREAM (the waiting caps): no answer, so no status to count it by. */
+  readonly onStreamRefused?: () => void;
 }
 
 export class BodyReader implements BodyWatch {
@@ -230,7 +233,10 @@ export class BodyReader implements BodyWatch {
     this.early = null;
     const req = this.req;
     if ('stream' in req) {
-      if (!req.stream.destroyed) req.stream.close(h2.NGHTTP2_REFUSED_STREAM);
+      if (!req.stream.destroyed) {
+        req.stream.close(h2.NGHTTP2_REFUSED_STREAM);
+        this.host.onStreamRefused?.();
+      }
     } else if (this.onRefused !== undefined) {
       this.onRefused();
     } else {

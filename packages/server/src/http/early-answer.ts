@@ -20,7 +20,10 @@
  * (streams under way finish, no new ones), HTTP/1.1 `Connection: close` (most such answers close
  * HTTP/1.1 at once anyway; a 401 after the body did not). A client that holds a secret is never
  * counted: its first signed request makes the connection trusted. Counted in public-server.ts's
- * answer, only for answers without a verified key id: the signed path pays one property test.
+ * answer, only for answers without a verified key id: the signed path pays one property test. The
+ * count lives in the connection's state (public-tls-server.ts ConnectionState, the one place that
+ * also says whether it is trusted); countRefusal says when its answer is what ends the connection,
+ * for ecapi_untrusted_connections_closed_total{reason="refusals"}.
  */
 import { constants as h2, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -65,23 +68,24 @@ export const MAX_UNTRUSTED_REFUSALS = 3;
 /**
  * Counts a refusal (an answer without authentication) on an untrusted connection, and ends the
  * connection after this answer when it is the MAX_UNTRUSTED_REFUSALS-th. Call before the response
- * is written (HTTP/1.1's `Connection: close` is decided from `closing`). `refusals`: the server's
- * counts, by HTTP/2 session or HTTP/1.1 socket.
+ * is written (HTTP/1.1's `Connection: close` is decided from `closing`). `connection`: the state of
+ * the request's connection (public-tls-server.ts connectionOf), where the count is kept. True when
+ * this answer ends a connection that was not closing already (an HTTP/1.1 early answer closes its
+ * connection anyway: not the refusals' doing).
  */
-export function countRefusal(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse, refusals: WeakMap<object, number>, closing: WeakSet<Socket>): void {
-  const isH2 = 'stream' in req;
-  const connection: object | undefined = isH2 ? req.stream.session : req.socket;
-  if (connection === undefined) return;
-  const count = (refusals.get(connection) ?? 0) + 1;
-  refusals.set(connection, count);
-  if (count < MAX_UNTRUSTED_REFUSALS) return;
-  if (isH2) {
+export function countRefusal(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse, connection: { refusals: number }, closing: WeakSet<Socket>): boolean {
+  const count = ++connection.refusals;
+  if (count < MAX_UNTRUSTED_REFUSALS) return false;
+  if ('stream' in req) {
     // GOAWAY now, before this answer is written: it reaches the client ahead of the answer, so no
     // request the client sends after reading the answer is served (GOAWAY on 'finish' raced with a
     // request read before that event ran). This stream, already open, still completes.
-    const session = req.stream.session!;
-    if (!session.closed && !session.destroyed) session.close();
-  } else if (!closing.has(req.socket)) {
-    closeAfterResponse(req, res, closing);
+    const session = req.stream.session;
+    if (session === undefined || session.closed || session.destroyed) return false;
+    session.close();
+    return true;
   }
+  if (closing.has(req.socket)) return false;
+  closeAfterResponse(req, res, closing);
+  return true;
 }

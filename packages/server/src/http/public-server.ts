@@ -11,16 +11,20 @@
  *   body-reader.ts    the body, under the body budget (body-budget.ts) and the sweep (body-sweep.ts);
  *   events-request.ts the spec's checks of (headers, body) and the queue;
  * and here: the answer (X-Request-Id, log line, metrics), trust of a connection that passed the
- * HMAC (told to public-tls-server.ts, which closes untrusted connections at a deadline and drops the
- * oldest one past the connection cap), the count of requests refused on a connection that never
- * authenticated (early-answer.ts countRefusal: the 3rd ends it), and shutdown. The client address
+ * HMAC (told to public-tls-server.ts, which owns each connection's state: connectionOf(req) reads
+ * it, trust() sets it; it closes untrusted connections at a deadline and drops the oldest one past
+ * the connection cap), the count of requests refused on a connection that never authenticated
+ * (early-answer.ts countRefusal, in that state: the 3rd ends it), the metrics of these defences
+ * (the connection gauges, the closes by reason, HTTP/2 streams refused while too many untrusted
+ * bodies wait), and shutdown. The client address
  * that shedding counts is keyed by rate-limit/client-key.ts (IPv6 by /64). Log lines of refusals
  * before authentication are aggregated by the log writer (observability/logger.ts). The threat
  * model and every bound: docs/SECURITY.md.
  *
  * Hazards handled here:
  * - Per request: one BodyReader and the closures below, nothing more; helpers of other modules are
- *   called only on early answers and once per sweep.
+ *   called only on early answers and once per sweep. Whether the connection is trusted: one
+ *   property read (connectionOf), once per request, whatever the protocol.
  * - Shutdown: HTTP/2 sessions get GOAWAY and finish their streams; HTTP/1.1 connections end when
  *   idle, busy ones after their response (which then carries Connection: close).
  */
@@ -37,7 +41,7 @@ import type { FailedAuthShedder } from '../rate-limit/failed-auth-shedder.js';
 import { clientKeyOf } from '../rate-limit/client-key.js';
 import { BodyBudget } from './body-budget.js';
 import { handleEventsRequest, requestErrorOutcome, type EventsOutcome, type EventsRequestDeps } from './events-request.js';
-import { clientAddressOf, createPublicTlsServer, type PublicServerConfig } from './public-tls-server.js';
+import { clientAddressOf, connectionOf, createPublicTlsServer, type PublicServerConfig } from './public-tls-server.js';
 import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_MIN_BODY_BYTES_PER_SECOND, SWEEP_MS, sweepBodies, type BodySweepLimits, type BodyWatch } from './body-sweep.js';
 import { closeAfterResponse, countRefusal } from './early-answer.js';
 import { headRefusal } from './head-refusal.js';
@@ -78,19 +82,20 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
   const bodyIdleTimeoutMs = config.bodyIdleTimeoutMs ?? DEFAULT_BODY_IDLE_TIMEOUT_MS;
   const minBodyBytesPerSecond = config.minBodyBytesPerSecond ?? DEFAULT_MIN_BODY_BYTES_PER_SECOND;
-  const tls = createPublicTlsServer(config);
+  // Trust is the TLS server's: each connection's state (connectionOf), trusted once trust() is told.
+  const tls = createPublicTlsServer(config, { onDefenceClose: (reason) => deps.metrics.countDefenceClose(reason) });
   const { server, sockets, active, sessions } = tls;
+  deps.metrics.watchConnections({ connections: () => sockets.size, untrusted: tls.untrustedConnections });
 
   const bodyBudget = new BodyBudget(config.bodyBudgetBytes);
   deps.metrics.watchBodyBudget(bodyBudget);
   /** HTTP/1.1 sockets that close after the response being written: later (pipelined) requests are ignored. */
   const closing = new WeakSet<Socket>();
-  /** Connections (HTTP/1.1 sockets, HTTP/2 sessions) on which a request passed the HMAC check. */
-  const trusted = new WeakSet<object>();
-  /** Untrusted connections: requests answered without authentication so far (early-answer.ts countRefusal). */
-  const refusals = new WeakMap<object, number>();
-  /** What every BodyReader shares: the budget, the sweep's set and its coarse clock. */
-  const readers: ReaderHost = { clock: performance.now(), budget: bodyBudget, watched: new Set<BodyWatch>() };
+  /** What every BodyReader shares: the budget, the sweep's set and its coarse clock; HTTP/2 refusals counted. */
+  const readers: ReaderHost = {
+    clock: performance.now(), budget: bodyBudget, watched: new Set<BodyWatch>(),
+    onStreamRefused: () => deps.metrics.countStreamRefused('body_wait'),
+  };
   let shuttingDown = false;
 
   /** Drops requests whose body stalls or crawls (and HTTP/2 streams past the request timeout). */
@@ -123,8 +128,9 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     const headers = { ...(outcome as EventsOutcome).headers, ...extraHeaders };
     const o = outcome as Partial<EventsOutcome>;
     // Answered without authentication on a connection where nothing authenticated: counted, the last allowed one ends it.
-    if (o.keyId === undefined && outcome.status >= 400 && outcome.status < 500 && !trusted.has('stream' in req ? req.stream.session ?? req : req.socket)) {
-      countRefusal(req, res, refusals, closing);
+    if (o.keyId === undefined && outcome.status >= 400 && outcome.status < 500) {
+      const connection = connectionOf(req);
+      if (connection !== undefined && !connection.trusted && countRefusal(req, res, connection, closing)) deps.metrics.countDefenceClose('refusals');
     }
     // HTTP/1.1: say so whenever this connection ends after the response (HTTP/2 forbids the header).
     if (!('stream' in req) && (shuttingDown || closing.has(req.socket))) headers.connection = 'close';
@@ -158,7 +164,8 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     if (socket !== undefined && closing.has(socket)) return;
     const started = performance.now();
     const requestId = randomUUID();
-    const connection: object | undefined = isH2 ? req.stream.session : socket;
+    // This connection's state (public-tls-server.ts): one property read.
+    const connection = connectionOf(req);
     const peer = isH2 ? req.stream.session?.socket as Socket | undefined : socket;
     // The client, as shedding counts it: the peer's address, or the one a trusted proxy's PROXY header
     // gave (connection-front.ts); IPv4 as is, IPv6 by its /64 (rate-limit/client-key.ts).
@@ -166,7 +173,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
     // The key id the request names (not yet verified): it selects a verified pair's bucket (failed-auth-shedder.ts).
     const namedKeyId = req.headers[HEADER_KEY_ID];
     const keyId = typeof namedKeyId === 'string' ? namedKeyId : undefined;
-    const trustedConnection = connection !== undefined && trusted.has(connection);
+    const trustedConnection = connection !== undefined && connection.trusted;
     if (socket) active.set(socket, (active.get(socket) ?? 0) + 1);
 
     const refusal = headRefusal(req, address, keyId, trustedConnection, deps);
@@ -187,10 +194,7 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
             // and so does this (key id, address) pair.
             if (outcome.keyId !== undefined) {
               deps.failedAuth.recordVerified(address, outcome.keyId);
-              if (!trustedConnection && connection !== undefined && !trusted.has(connection)) {
-                trusted.add(connection);
-                tls.trust(peer);
-              }
+              if (!trustedConnection && connection !== undefined) tls.trust(connection);
             }
             if (outcome.status === 401) deps.failedAuth.recordFailure(address, keyId);
             finish(req, res, requestId, started, outcome, undefined, body);
@@ -206,7 +210,8 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
         finish(req, res, requestId, started, requestErrorOutcome(requestError('PAYLOAD_TOO_LARGE')));
       },
       // HTTP/1.1: too many bodies of connections not yet authenticated wait already (body-budget.ts
-      // caps); HTTP/2 refusals are REFUSED_STREAM resets (body-reader.ts refuse).
+      // caps); HTTP/2 refusals are REFUSED_STREAM resets (body-reader.ts refuse), counted apart
+      // (readers.onStreamRefused): they have no status.
       () => {
         closeAfterResponse(req, res, closing);
         deps.metrics.rateLimited.inc({ limit: 'body_wait' });

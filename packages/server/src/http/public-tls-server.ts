@@ -18,9 +18,15 @@
  *   requestTimeoutMs, else the connection or stream is destroyed; idle keep-alive connections are
  *   closed after keepAliveTimeoutMs. Node checks the HTTP/1.1 headers timeout only when it sweeps
  *   its connection list, so that sweep is made to run every second.
+ * - Trust, tracked here only. A connection is *untrusted* until a request on it passes the HMAC
+ *   (public-server.ts calls trust()). Each established connection has one ConnectionState (trusted,
+ *   and the refusals early-answer.ts counts), made at 'secureConnection' and hung on the TLS socket
+ *   and on its HTTP/2 session under one symbol, so a request finds it with one property read
+ *   (connectionOf: the HTTP/1.1 socket's, or its session's, which is its socket's); `untrusted`
+ *   indexes those not yet trusted, oldest first, for the sweep and the cap. Nothing else keeps a
+ *   set of trusted connections.
  * - Connections that never authenticated (audit: 3,000 HTTP/2 sessions held open by one bogus
- *   request every 50 s each). A connection is *untrusted* until a request on it passes the HMAC
- *   (public-server.ts calls trust()). An untrusted connection is closed keepAliveTimeoutMs after its
+ *   request every 50 s each). An untrusted connection is closed keepAliveTimeoutMs after its
  *   handshake whatever it sends, so refused requests (401, shed 429, 404...) never extend its life
  *   (Node's own idle timer is reset by every stream): HTTP/2 gets GOAWAY (streams under way
  *   finish), an idle HTTP/1.1 connection is ended, a busy one gets requestTimeoutMs more, then is
@@ -34,10 +40,15 @@
  *   is refused. Node's server.maxConnections is not used: it refuses the newest.
  * - The socket, active-request and session sets are what shutdown() walks: a socket leaves them
  *   only on 'close', so a graceful shutdown never misses a connection.
+ * - What these defences close is told to `onDefenceClose` (public-server.ts counts it on /metrics:
+ *   ecapi_untrusted_connections_closed_total), once per connection and only when the close is
+ *   theirs: a connection already closing (after a refusal's GOAWAY, say) is not counted again.
  */
-import { createSecureServer, type Http2SecureServer, type ServerHttp2Session } from 'node:http2';
+import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type ServerHttp2Session } from 'node:http2';
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import type { UntrustedCloseReason } from '../observability/service-metrics.js';
 import { installConnectionFront } from './connection-front.js';
 import { parseTrustedProxies } from './trusted-proxies.js';
 
@@ -69,12 +80,53 @@ export interface PublicServerConfig {
 /** The client address of a connection, when a trusted PROXY header gave one (see clientAddressOf). */
 const CLIENT_ADDRESS = Symbol('ecapi.clientAddress');
 /**
- * On a TLS socket: the socket itself, and its HTTP/2 session. Read (and written) through an HTTP/2
- * session's socket proxy, which forwards other properties to the TLS socket.
+ * On a TLS socket: its HTTP/2 session (written through the session's socket proxy, which forwards
+ * other properties to the TLS socket).
  */
-const SELF = Symbol('ecapi.tlsSocket');
 const SESSION = Symbol('ecapi.session');
-type TrackedSocket = TLSSocket & { [SELF]?: TLSSocket; [SESSION]?: ServerHttp2Session; [CLIENT_ADDRESS]?: string };
+/** On a TLS socket and on its HTTP/2 session: the connection's one ConnectionState. */
+const STATE = Symbol('ecapi.connection');
+type TrackedSocket = TLSSocket & { [SESSION]?: ServerHttp2Session; [CLIENT_ADDRESS]?: string; [STATE]?: Connection };
+
+/**
+ * What the public port knows of one established connection (an HTTP/1.1 socket, or an HTTP/2
+ * session and its socket): the one place its trust is kept.
+ */
+export interface ConnectionState {
+  /** A request on this connection passed the HMAC (PublicTlsServer.trust); never reset. */
+  readonly trusted: boolean;
+  /** Requests answered without authentication while untrusted (early-answer.ts countRefusal). */
+  refusals: number;
+}
+
+/** The state as this module keeps it: an untrusted connection's deadline, and its socket. */
+interface Connection extends ConnectionState {
+  trusted: boolean;
+  /** When the sweep closes it if still untrusted (performance.now() ms). */
+  deadline: number;
+  /** An HTTP/1.1 connection found busy at its deadline got requestTimeoutMs more. */
+  graced: boolean;
+  readonly socket: TrackedSocket;
+}
+
+/**
+ * The state of a request's connection: one property read (HTTP/2: on its session, the same object
+ * as on the session's TLS socket). Undefined only for a connection this server did not establish
+ * (closed, or refused by the connection cap, before its request could arrive): treat as untrusted.
+ */
+export function connectionOf(req: IncomingMessage | Http2ServerRequest): ConnectionState | undefined {
+  return 'stream' in req
+    ? (req.stream.session as (ServerHttp2Session & { [STATE]?: Connection }) | undefined)?.[STATE]
+    : (req.socket as TrackedSocket)[STATE];
+}
+
+export interface PublicTlsServerHooks {
+  /**
+   * A connection closed by one of this server's defences: `deadline`, `connection_cap`,
+   * `handshake_cap` (never `refusals`: early-answer.ts ends those, public-server.ts counts them).
+   */
+  readonly onDefenceClose?: (reason: UntrustedCloseReason) => void;
+}
 
 /**
  * The client's address of a request's connection: the one a trusted PROXY header named, else the
@@ -103,12 +155,6 @@ export const DEFAULT_MAX_CONNECTIONS = 10_000;
 /** How often the untrusted connections are checked against their deadline. */
 const UNTRUSTED_SWEEP_MS = 1000;
 
-/** An untrusted connection's deadline; `graced` once an HTTP/1.1 one found busy got requestTimeoutMs more. */
-interface Untrusted {
-  deadline: number;
-  graced: boolean;
-}
-
 /** The TLS server of the public port and the connections it tracks (for shutdown). */
 export interface PublicTlsServer {
   readonly server: Http2SecureServer;
@@ -119,11 +165,10 @@ export interface PublicTlsServer {
   /** HTTP/2 sessions. */
   readonly sessions: Set<ServerHttp2Session>;
   /**
-   * A request on this connection passed the HMAC: it is no longer closed for being untrusted nor
-   * dropped for the connection cap. `peer`: the HTTP/1.1 socket, or an HTTP/2 session's socket.
-   * Call once per connection (it costs a map deletion).
+   * A request on this connection (connectionOf) passed the HMAC: from now on it is trusted, no
+   * longer closed for being untrusted nor dropped for the connection cap. Later calls do nothing.
    */
-  trust(peer: Socket | undefined): void;
+  trust(connection: ConnectionState): void;
   /** Connections on which no request passed the HMAC yet (for tests and metrics). */
   readonly untrustedConnections: () => number;
 }
@@ -132,7 +177,8 @@ export interface PublicTlsServer {
  * The node:http2 secure server (TLS 1.3, ALPN h2 and http/1.1) with the public port's timeouts and
  * connection tracking (handshake bound, sockets, sessions), without a request handler.
  */
-export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServer {
+export function createPublicTlsServer(config: PublicServerConfig, hooks: PublicTlsServerHooks = {}): PublicTlsServer {
+  const closedBy = hooks.onDefenceClose ?? ((): void => {});
   const headersTimeoutMs = config.headersTimeoutMs ?? 10_000;
   const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
   const keepAliveTimeoutMs = config.keepAliveTimeoutMs ?? 65_000;
@@ -188,13 +234,20 @@ export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServ
       const [oldestId, oldest] = handshaking.entries().next().value as [string, Socket];
       handshaking.delete(oldestId);
       oldest.destroy();
+      closedBy('handshake_cap');
     }
   });
 
   const sockets = new Set<Socket>();
   const active = new Map<Socket, number>();
-  /** Established connections on which no request passed the HMAC yet, oldest first. */
-  const untrusted = new Map<TLSSocket, Untrusted>();
+  /** Established connections on which no request passed the HMAC yet, oldest first (a Set keeps insertion order). */
+  const untrusted = new Set<Connection>();
+  /** The connection is closing already (HTTP/2 GOAWAY sent, HTTP/1.1 ended): a close now is not a defence's doing. */
+  const closing = (socket: TrackedSocket): boolean => {
+    const session = socket[SESSION];
+    if (session !== undefined && (session.closed || session.destroyed)) return true;
+    return socket.writableEnded || socket.destroyed;
+  };
   /** Closes an untrusted connection politely: HTTP/2 GOAWAY (its streams finish), HTTP/1.1 end. */
   const closeUntrusted = (socket: TrackedSocket): void => {
     const session = socket[SESSION];
@@ -209,37 +262,45 @@ export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServ
     const client = front.takeClientAddress(socket.remoteAddress, socket.remotePort);
     const tracked = socket as TrackedSocket;
     if (client !== undefined) tracked[CLIENT_ADDRESS] = client;
-    tracked[SELF] = socket;
     // The connection cap: make room by dropping the oldest untrusted connection; none: refuse this one.
     if (sockets.size >= maxConnections) {
-      const oldest = untrusted.keys().next().value as TLSSocket | undefined;
+      const oldest = untrusted.values().next().value as Connection | undefined;
       if (oldest === undefined) {
         socket.destroy();
+        closedBy('connection_cap');
         return;
       }
       untrusted.delete(oldest);
-      oldest.destroy();
+      if (!closing(oldest.socket)) closedBy('connection_cap');
+      oldest.socket.destroy();
     }
+    const connection: Connection = { trusted: false, refusals: 0, deadline: performance.now() + keepAliveTimeoutMs, graced: false, socket: tracked };
+    tracked[STATE] = connection;
+    // HTTP/2: node:http2 made the session (and our 'session' handler ran) before this handler.
+    const session = tracked[SESSION] as (ServerHttp2Session & { [STATE]?: Connection }) | undefined;
+    if (session !== undefined) session[STATE] = connection;
     sockets.add(socket);
-    untrusted.set(socket, { deadline: performance.now() + keepAliveTimeoutMs, graced: false });
+    untrusted.add(connection);
     socket.on('close', () => {
       sockets.delete(socket);
       active.delete(socket);
-      untrusted.delete(socket);
+      untrusted.delete(connection);
     });
   });
   // Untrusted connections past their deadline (see the header): refused requests never move it.
   const untrustedSweep = setInterval(() => {
     const now = performance.now();
-    for (const [socket, state] of untrusted) {
-      if (now < state.deadline) continue;
-      const busy = (active.get(socket) ?? 0) > 0 && (socket as TrackedSocket)[SESSION] === undefined;
-      if (busy && !state.graced) {
-        state.graced = true;
-        state.deadline = now + requestTimeoutMs;
+    for (const connection of untrusted) {
+      if (now < connection.deadline) continue;
+      const socket = connection.socket;
+      const busy = (active.get(socket) ?? 0) > 0 && socket[SESSION] === undefined;
+      if (busy && !connection.graced) {
+        connection.graced = true;
+        connection.deadline = now + requestTimeoutMs;
         continue;
       }
-      untrusted.delete(socket);
+      untrusted.delete(connection);
+      if (!closing(socket)) closedBy('deadline');
       if (busy) socket.destroy();
       else closeUntrusted(socket);
     }
@@ -273,9 +334,11 @@ export function createPublicTlsServer(config: PublicServerConfig): PublicTlsServ
     (session.socket as TrackedSocket)[SESSION] = session;
     session.on('close', () => sessions.delete(session));
   });
-  const trust = (peer: Socket | undefined): void => {
-    const socket = (peer as TrackedSocket | undefined)?.[SELF];
-    if (socket !== undefined) untrusted.delete(socket);
+  const trust = (state: ConnectionState): void => {
+    const connection = state as Connection;
+    if (connection.trusted) return;
+    connection.trusted = true;
+    untrusted.delete(connection);
   };
   return { server, sockets, active, sessions, trust, untrustedConnections: () => untrusted.size };
 }

@@ -28,6 +28,26 @@ export function rejectionReasonOf(code: EventErrorCode): RejectionReason {
   }
 }
 
+/**
+ * Why the public port's pre-auth defences closed a connection on which no request had passed the
+ * HMAC (http/public-tls-server.ts, http/early-answer.ts): the label of
+ * ecapi_untrusted_connections_closed_total.
+ */
+export type UntrustedCloseReason =
+  /** still untrusted --keep-alive-timeout after its handshake (the sweep: GOAWAY, end, or destroy when busy past its grace) */
+  | 'deadline'
+  /** the answer to its 3rd request refused without authentication (HTTP/2 GOAWAY, HTTP/1.1 Connection: close) */
+  | 'refusals'
+  /** past --max-connections: dropped as the oldest untrusted one, or refused (the new one) when none is untrusted */
+  | 'connection_cap'
+  /** past --max-pending-handshakes: dropped as the oldest connection still in its handshake */
+  | 'handshake_cap';
+
+const UNTRUSTED_CLOSE_REASONS: readonly UntrustedCloseReason[] = ['deadline', 'refusals', 'connection_cap', 'handshake_cap'];
+
+/** Why an HTTP/2 request was refused with RST_STREAM REFUSED_STREAM (no answer, no status): the label of ecapi_http2_streams_refused_total. */
+export type StreamRefusalLimit = 'body_wait';
+
 const GAUGES_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const;
 
 export class ServiceMetrics implements QueueCommitObserver {
@@ -102,6 +122,32 @@ export class ServiceMetrics implements QueueCommitObserver {
     labelNames: ['limit'] as const,
     registers: [this.registry],
   });
+  /**
+   * Pre-auth defences closing connections (http/public-tls-server.ts, http/early-answer.ts). Every
+   * reason is exported from the start at 0, so that rate() sees the first close.
+   */
+  readonly untrustedConnectionsClosed = new Counter({
+    name: 'ecapi_untrusted_connections_closed_total',
+    help: 'Connections on the public port on which no request had passed the HMAC, closed by its defences, by reason: '
+      + 'deadline (still untrusted --keep-alive-timeout after the handshake), refusals (the answer to its 3rd request refused without authentication), '
+      + 'connection_cap (past --max-connections: the oldest untrusted one dropped, or the new one refused when none is untrusted), '
+      + 'handshake_cap (past --max-pending-handshakes: the oldest still in its handshake dropped)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  /**
+   * HTTP/2 requests refused with RST_STREAM REFUSED_STREAM. Not in ecapi_rate_limited_total, which
+   * counts answers: each of those is also an ecapi_requests_total{status="429"} and a log line, and
+   * the console shows it as "answered 429"; a reset stream has no status and no line.
+   */
+  readonly http2StreamsRefused = new Counter({
+    name: 'ecapi_http2_streams_refused_total',
+    help: 'HTTP/2 requests refused with RST_STREAM REFUSED_STREAM, unread and unanswered (the client may retry), by limit: '
+      + 'body_wait (too many bodies of connections not yet authenticated wait for the body budget; '
+      + 'on HTTP/1.1 the same refusal is a 429, in ecapi_rate_limited_total{limit="body_wait"}). No status: not in ecapi_requests_total',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
   readonly credentialsVersion = new Gauge({
     name: 'ecapi_control_plane_version',
     help: 'Version of the control-plane snapshot the server is using',
@@ -129,6 +175,41 @@ export class ServiceMetrics implements QueueCommitObserver {
     });
   }
 
+  /** Established connections of the public port, and those not yet trusted (http/public-tls-server.ts), read at scrape time. */
+  watchConnections(source: { connections(): number; untrusted(): number }): void {
+    new Gauge({
+      name: 'ecapi_public_connections',
+      help: 'TLS connections of the public port past their handshake (HTTP/1.1 connections and HTTP/2 sessions)',
+      registers: [this.registry],
+      collect() {
+        this.set(source.connections());
+      },
+    });
+    new Gauge({
+      name: 'ecapi_untrusted_connections',
+      help: 'Connections of the public port on which no request has passed the HMAC yet (closed at their deadline, after their 3rd refusal, or first past --max-connections)',
+      registers: [this.registry],
+      collect() {
+        this.set(source.untrusted());
+      },
+    });
+  }
+
+  readonly #untrustedCloses = new Map<UntrustedCloseReason, { inc(): void }>(
+    UNTRUSTED_CLOSE_REASONS.map((reason) => [reason, this.untrustedConnectionsClosed.labels(reason)]),
+  );
+  readonly #streamsRefused = this.http2StreamsRefused.labels('body_wait');
+
+  /** Counts a connection closed by a pre-auth defence. */
+  countDefenceClose(reason: UntrustedCloseReason): void {
+    this.#untrustedCloses.get(reason)!.inc();
+  }
+
+  /** Counts an HTTP/2 request refused with REFUSED_STREAM. */
+  countStreamRefused(limit: StreamRefusalLimit): void {
+    if (limit === 'body_wait') this.#streamsRefused.inc();
+  }
+
   readonly #requestsByStatus = new Map<number, { inc(): void }>();
 
   /** Counts one answered request; label children are cached (label hashing per request adds up). */
@@ -150,6 +231,9 @@ export class ServiceMetrics implements QueueCommitObserver {
     collectDefaultMetrics({ register: this.registry });
     for (const name of GAUGES_NAMED_TOTAL) this.registry.removeSingleMetric(name);
     this.queueWritable.set(1);
+    // Every label value at 0 from the start: a series that appears with its first increment hides that increment from rate().
+    for (const reason of UNTRUSTED_CLOSE_REASONS) this.untrustedConnectionsClosed.inc({ reason }, 0);
+    this.http2StreamsRefused.inc({ limit: 'body_wait' }, 0);
   }
 
   onCommit(info: { requests: number; events: number; durationMs: number }): void {

@@ -73,9 +73,14 @@ export async function metricsText(adminPort: number): Promise<string> {
   return (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
 }
 
-/** The value of an unlabelled metric, or NaN. */
+/**
+ * The value of one sample as the exposition writes it: an unlabelled metric's name, or a name and
+ * its labels (`ecapi_rate_limited_total{limit="body_wait"}`, labels in the order the metric declares
+ * them); NaN when absent.
+ */
 export function metricValue(text: string, name: string): number {
-  const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+  const sample = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const match = new RegExp(`^${sample} (\\S+)$`, 'm').exec(text);
   return match ? Number(match[1]) : Number.NaN;
 }
 

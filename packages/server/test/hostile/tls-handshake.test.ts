@@ -4,7 +4,8 @@
  * half-handshakes were held for Node's default 120 s. Here the timeout is 2 s (serve
  * --handshake-timeout 2s; default 10 s). The cap on connections mid-handshake (default 1024) is
  * tested on a second server with --max-pending-handshakes 50 and a 60 s handshake timeout, so that
- * whatever closes a silent socket there within the test is the cap, however slow the machine.
+ * whatever closes a silent socket there within the test is the cap, however slow the machine;
+ * each of its drops is counted on /metrics, ecapi_untrusted_connections_closed_total{reason="handshake_cap"}.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,6 +13,7 @@ import net from 'node:net';
 import { provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 import { postSigned, sampleEvent, type Credentials } from '../helpers/https-client.js';
 import { sleep } from '../helpers/raw-tls.js';
+import { metricsText, metricValue, waitFor } from '../helpers/fault-tools.js';
 
 const DS = 'handshake';
 const HANDSHAKE_TIMEOUT_MS = 2000;
@@ -109,6 +111,13 @@ describe(`at most ${MAX_PENDING} connections mid-handshake (issue 16, point 2)`,
       assert.ok(closed.every((i) => i < extra + 2), `the oldest ones are dropped: ${closed.join(',')}`);
       // A real handshake is the newest: it pushes out one more silent socket, and is served.
       await assertStillServing(capped, cappedCreds);
+      // Every socket the cap dropped is counted, and nothing else (the handshake timeout is 60 s).
+      const dropped = async () => (await Promise.all(opened.map(({ closed }) => Promise.race([closed, sleep(0).then(() => Infinity)])))).filter((ms) => ms !== Infinity).length;
+      let seen = { dropped: 0, counted: Number.NaN };
+      await waitFor('the drops counted on /metrics', async () => {
+        seen = { dropped: await dropped(), counted: metricValue(await metricsText(capped.adminPort), 'ecapi_untrusted_connections_closed_total{reason="handshake_cap"}') };
+        return (seen.dropped > extra && seen.counted === seen.dropped) || undefined;
+      }).catch(() => assert.fail(`handshake_cap drops on /metrics: ${seen.counted}, sockets dropped: ${seen.dropped}`));
     } finally {
       for (const { socket } of opened) socket.destroy();
     }

@@ -8,7 +8,10 @@
  * admitted and every later one waits, so what is asserted is exact: at most 8 waiting streams per
  * session and 128 in all, every other stream refused at once with RST_STREAM REFUSED_STREAM, an
  * HTTP/1.1 request past the cap answered 429 with Retry-After and its connection closed, and signed
- * senders still answered meanwhile.
+ * senders still answered meanwhile. /metrics (the primary's aggregate of its worker) counts both
+ * kinds of refusal: the reset streams in ecapi_http2_streams_refused_total{limit="body_wait"}, the
+ * 429 in ecapi_rate_limited_total{limit="body_wait"}, each exactly; and the connections open and
+ * not yet trusted in ecapi_public_connections and ecapi_untrusted_connections.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -34,6 +37,7 @@ after(async () => {
   assert.equal(await server.stop(), 0);
 });
 
+/** One sample of /metrics (`name` or `name{label="value"}`); it must be there. */
 async function metric(name: string): Promise<number> {
   const value = metricValue(await metricsText(server.adminPort), name);
   assert.ok(!Number.isNaN(value), `${name} in /metrics`);
@@ -61,6 +65,7 @@ function signedOn(session: http2.ClientHttp2Session, body: string): Promise<numb
 }
 
 test('untrusted HTTP/2 streams waiting for the body budget are capped per session and in all; the rest are refused at once', { timeout: 60_000 }, async () => {
+  assert.equal(await metric('ecapi_http2_streams_refused_total{limit="body_wait"}'), 0);
   // A signed sender whose session is trusted before the attack.
   const sender = http2.connect(`https://localhost:${server.port}`, { ca: server.ca, minVersion: 'TLSv1.3' });
   sender.on('error', () => {});
@@ -95,6 +100,11 @@ test('untrusted HTTP/2 streams waiting for the body budget are capped per sessio
     assert.equal(closes.refused, 71);
     assert.equal(closes.other, 0, 'no stream that waits or was admitted was ended');
     assert.equal(await metric('ecapi_request_body_bytes_in_flight'), MIB, 'one untrusted body admitted');
+    // Every reset counted, none of them as a 429; the 20 attacking sessions untrusted, the sender's not.
+    assert.equal(await metric('ecapi_http2_streams_refused_total{limit="body_wait"}'), 71);
+    assert.equal(metricValue(await metricsText(server.adminPort), 'ecapi_rate_limited_total{limit="body_wait"}') || 0, 0, 'no 429 yet');
+    assert.equal(await metric('ecapi_public_connections'), SESSIONS + 1);
+    assert.equal(await metric('ecapi_untrusted_connections'), SESSIONS);
 
     // HTTP/1.1 past the cap: answered 429 with Retry-After, the connection closed, the body not read.
     const raw = await openRaw(server.port, server.ca, { localAddress: ATTACKER });
@@ -107,6 +117,8 @@ test('untrusted HTTP/2 streams waiting for the body budget are capped per sessio
     await waitFor('the HTTP/1.1 connection past the cap to be closed', () => raw.isClosed() || undefined);
     assert.match(raw.received(), /^HTTP\/1\.1 429 [^]*\r\nretry-after: 1\r\n[^]*rate limit exceeded: too many request bodies/i);
     assert.equal(await metric('ecapi_requests_waiting_for_body_budget'), 128);
+    assert.equal(await metric('ecapi_rate_limited_total{limit="body_wait"}'), 1, 'the HTTP/1.1 refusal is a 429');
+    assert.equal(await metric('ecapi_http2_streams_refused_total{limit="body_wait"}'), 71, 'and not a reset stream');
 
     // Signed senders meanwhile: a 200 KB batch on the trusted session, a single event on a new one.
     assert.equal(await signedOn(sender, batch('trusted', 180)), 200);

@@ -3,7 +3,8 @@
  * `maxConnections`): past it the oldest connection on which nothing authenticated is dropped to make
  * room, trusted connections never are, and when every connection is trusted the new one is refused.
  * In-process (the cap is a constructor option), with real TLS 1.3 connections over loopback; the
- * handler trusts a connection the way public-server.ts does after an HMAC passed.
+ * handler trusts a connection the way public-server.ts does after an HMAC passed. Each close the cap
+ * makes is told to the server's onDefenceClose hook (what public-server.ts counts on /metrics).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,21 +12,24 @@ import tls from 'node:tls';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { loadTlsMaterial } from '../../src/tls/tls-material.js';
-import { createPublicTlsServer, type PublicTlsServer } from '../../src/http/public-tls-server.js';
+import { connectionOf, createPublicTlsServer, type PublicTlsServer } from '../../src/http/public-tls-server.js';
 import { tempDataDir } from '../helpers/server-process.js';
 import { waitFor } from '../helpers/fault-tools.js';
 
 let front: PublicTlsServer;
 let port: number;
 let ca: string;
+/** What the server told its onDefenceClose hook. */
+const closes: string[] = [];
 
 before(async () => {
   const material = await loadTlsMaterial({ dataDir: tempDataDir() });
   ca = material.cert;
-  front = createPublicTlsServer({ cert: material.cert, key: material.key, maxConnections: 2 });
+  front = createPublicTlsServer({ cert: material.cert, key: material.key, maxConnections: 2 }, { onDefenceClose: (reason) => closes.push(reason) });
   // "Authenticated": a request with x-trust (public-server.ts calls trust() when an HMAC passed).
   front.server.on('request', (req, res) => {
-    if (req.headers['x-trust'] === 'yes') front.trust(req.socket);
+    const connection = connectionOf(req);
+    if (req.headers['x-trust'] === 'yes' && connection !== undefined) front.trust(connection);
     res.writeHead(200, { 'content-length': 2 }).end('ok');
   });
   front.server.listen(0, '127.0.0.1');
@@ -77,6 +81,7 @@ test('past the cap the oldest untrusted connection makes room; trusted ones stay
   const c = await connect(); // over the cap: b, the oldest untrusted, is dropped
   await waitFor('b to be dropped', () => (b.closed() ? true : undefined), 5000, 10);
   assert.equal(a.closed(), false, 'the trusted connection stays');
+  assert.deepEqual(closes, ['connection_cap']);
   await c.get(false);
   assert.equal(front.sockets.size, 2);
 
@@ -84,6 +89,8 @@ test('past the cap the oldest untrusted connection makes room; trusted ones stay
   assert.equal(front.untrustedConnections(), 0);
   const d = await connect().catch(() => null);
   if (d !== null) await waitFor('the new connection to be refused', () => (d.closed() ? true : undefined), 5000, 10);
+  await waitFor('the refusal to be told', () => (closes.length === 2 ? true : undefined), 5000, 10);
+  assert.deepEqual(closes, ['connection_cap', 'connection_cap']);
   assert.equal(a.closed(), false);
   assert.equal(c.closed(), false);
   await a.get(false);

@@ -7,7 +7,12 @@
  *   request (HTTP/2 GOAWAY, HTTP/1.1 Connection: close, also for a 401 after the body);
  * - a trusted connection (one signed request passed) is never counted;
  * - an untrusted HTTP/2 session is sent GOAWAY at its deadline (--keep-alive-timeout after the
- *   handshake) even while it keeps a stream busy, and that stream still gets its answer.
+ *   handshake) even while it keeps a stream busy, and that stream still gets its answer;
+ * - past --max-connections (a second server, cap 2) the oldest untrusted connection is dropped;
+ * - each of these closes shows on the admin port's /metrics (through the primary of --workers 1,
+ *   which aggregates its workers' metrics): ecapi_untrusted_connections_closed_total by reason
+ *   rises by exactly one, and ecapi_public_connections / ecapi_untrusted_connections count the
+ *   connections open and those not yet trusted.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,7 +22,7 @@ import { signBody } from '@ecapi-ingest/protocol';
 import { provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 import { sampleEvent, type Credentials } from '../helpers/https-client.js';
 import { openRaw, parseResponses, signedHead } from '../helpers/raw-tls.js';
-import { waitFor } from '../helpers/fault-tools.js';
+import { metricsText, metricValue, waitFor } from '../helpers/fault-tools.js';
 
 const DS = 'untrusted';
 let server: ServerProcess;
@@ -37,8 +42,26 @@ after(async () => {
   assert.equal(await server.stop(), 0);
 });
 
-function h2Session(): { session: http2.ClientHttp2Session; goaway: () => boolean } {
-  const session = http2.connect(`https://localhost:${server.port}`, { ca: server.ca, minVersion: 'TLSv1.3' });
+/** One sample of /metrics (`name` or `name{label="value"}`); it must be there. */
+async function metric(sample: string, target: ServerProcess = server): Promise<number> {
+  const value = metricValue(await metricsText(target.adminPort), sample);
+  assert.ok(!Number.isNaN(value), `${sample} in /metrics`);
+  return value;
+}
+
+/** ecapi_untrusted_connections_closed_total{reason}. */
+const closedFor = (reason: 'deadline' | 'refusals' | 'connection_cap', target: ServerProcess = server) =>
+  metric(`ecapi_untrusted_connections_closed_total{reason="${reason}"}`, target);
+
+/** Waits until /metrics shows `expected` (the workers report to the primary when it asks, at the scrape). */
+async function metricBecomes(sample: string, expected: number, target: ServerProcess = server): Promise<void> {
+  let last = Number.NaN;
+  await waitFor(`${sample} = ${expected}`, async () => (last = await metric(sample, target)) === expected || undefined, 10_000)
+    .catch((error: Error) => assert.fail(`${error.message} (last seen ${last})`));
+}
+
+function h2Session(target: ServerProcess = server): { session: http2.ClientHttp2Session; goaway: () => boolean } {
+  const session = http2.connect(`https://localhost:${target.port}`, { ca: target.ca, minVersion: 'TLSv1.3' });
   session.on('error', () => {});
   let goaway = false;
   session.on('goaway', () => (goaway = true));
@@ -67,7 +90,8 @@ async function post(session: http2.ClientHttp2Session, who: Credentials): Promis
 }
 
 describe('refused requests on a connection that never authenticated', () => {
-  test('HTTP/2: the 3rd refusal ends the session with GOAWAY; no 4th request is served', async () => {
+  test('HTTP/2: the 3rd refusal ends the session with GOAWAY; no 4th request is served; counted as reason refusals', async () => {
+    const before = await closedFor('refusals');
     const { session, goaway } = h2Session();
     const closed = once(session, 'close');
     assert.equal(await post(session, stranger), 401);
@@ -78,30 +102,42 @@ describe('refused requests on a connection that never authenticated', () => {
     assert.equal(await post(session, stranger), 'refused');
     await closed;
     assert.equal(goaway(), true, 'the server sent GOAWAY');
+    await metricBecomes('ecapi_untrusted_connections_closed_total{reason="refusals"}', before + 1);
   });
 
   test('HTTP/2: a wrong signature for a known key id (401 after the body) counts the same', async () => {
+    const before = await closedFor('refusals');
     const { session, goaway } = h2Session();
     const guesser = { keyId: creds.keyId, secret: 'guessed' };
     for (let i = 0; i < 3; i++) assert.equal(await post(session, guesser), 401);
     assert.equal(await post(session, guesser), 'refused');
     await waitFor('the session to close', async () => (session.closed || session.destroyed ? true : undefined), 5000);
     assert.equal(goaway(), true);
+    await metricBecomes('ecapi_untrusted_connections_closed_total{reason="refusals"}', before + 1);
   });
 
-  test('HTTP/2: a session on which a signed request passed is never counted', async () => {
+  test('HTTP/2: a session on which a signed request passed is never counted; the gauges see it become trusted', async () => {
+    const before = await closedFor('refusals');
     const { session, goaway } = h2Session();
     try {
+      // The earlier tests' connections are gone: this session is the only one, untrusted until its first signed request.
+      await metricBecomes('ecapi_public_connections', 1);
+      await metricBecomes('ecapi_untrusted_connections', 1);
       assert.equal(await post(session, creds), 200);
+      assert.equal(await metric('ecapi_untrusted_connections'), 0);
+      assert.equal(await metric('ecapi_public_connections'), 1);
       for (let i = 0; i < 6; i++) assert.equal(await post(session, stranger), 401);
       assert.equal(await post(session, creds), 200);
       assert.equal(goaway(), false);
+      assert.equal(await closedFor('refusals'), before);
     } finally {
       session.close();
     }
+    await metricBecomes('ecapi_public_connections', 0);
   });
 
-  test('HTTP/1.1: the 3rd 401 after the body (known key id, wrong signature) closes the connection', async () => {
+  test('HTTP/1.1: the 3rd 401 after the body (known key id, wrong signature) closes the connection; counted as reason refusals', async () => {
+    const before = await closedFor('refusals');
     const raw = await openRaw(server.port, server.ca);
     const guesser = { keyId: creds.keyId, secret: 'guessed' };
     for (let i = 1; i <= 3; i++) {
@@ -114,11 +150,14 @@ describe('refused requests on a connection that never authenticated', () => {
     assert.notEqual(answers[0]!.headers.connection, 'close', 'the first refusals keep the connection (a client may be mid-rotation)');
     assert.equal(answers[2]!.headers.connection, 'close');
     await raw.closed;
+    await metricBecomes('ecapi_untrusted_connections_closed_total{reason="refusals"}', before + 1);
   });
 });
 
 describe('the deadline of an untrusted connection', () => {
-  test('HTTP/2: GOAWAY at --keep-alive-timeout after the handshake even with a stream kept busy; the stream still gets its answer', async () => {
+  test('HTTP/2: GOAWAY at --keep-alive-timeout after the handshake even with a stream kept busy; the stream still gets its answer; counted as reason deadline', async () => {
+    const before = await closedFor('deadline');
+    const refusals = await closedFor('refusals');
     const { session, goaway } = h2Session();
     const guesser = { keyId: creds.keyId, secret: 'guessed' };
     const body = JSON.stringify(sampleEvent(DS));
@@ -144,5 +183,44 @@ describe('the deadline of an untrusted connection', () => {
     stream.end(body.slice(sent));
     assert.equal(await response, 401);
     await waitFor('the session to close', async () => (session.closed || session.destroyed ? true : undefined), 5000);
+    await metricBecomes('ecapi_untrusted_connections_closed_total{reason="deadline"}', before + 1);
+    assert.equal(await closedFor('refusals'), refusals, 'one close, one reason');
+  });
+});
+
+describe('the connection cap (--max-connections 2)', () => {
+  let capped: ServerProcess;
+  let cappedCreds: Credentials;
+  before(async () => {
+    const dataDir = tempDataDir();
+    cappedCreds = await provision(dataDir, [DS]);
+    capped = await startServer({ dataDir, args: ['--workers', '1', '--no-worker', '--max-connections', '2'] });
+  });
+  after(async () => {
+    assert.equal(await capped.stop(), 0);
+  });
+
+  test('past it the oldest untrusted connection is dropped, the trusted one stays; counted as reason connection_cap', async () => {
+    assert.equal(await closedFor('connection_cap', capped), 0);
+    const { session, goaway } = h2Session(capped);
+    const idle = [await openRaw(capped.port, capped.ca)];
+    try {
+      assert.equal(await post(session, cappedCreds), 200);
+      await metricBecomes('ecapi_public_connections', 2, capped);
+      await metricBecomes('ecapi_untrusted_connections', 1, capped);
+      // A third connection: the idle untrusted one, the oldest, makes room; the signed session stays.
+      idle.push(await openRaw(capped.port, capped.ca));
+      await idle[0]!.closed;
+      await metricBecomes('ecapi_untrusted_connections_closed_total{reason="connection_cap"}', 1, capped);
+      assert.equal(await metric('ecapi_public_connections', capped), 2);
+      assert.equal(await metric('ecapi_untrusted_connections', capped), 1);
+      assert.equal(await post(session, cappedCreds), 200);
+      assert.equal(goaway(), false);
+      assert.equal(await closedFor('deadline', capped), 0);
+      assert.equal(await closedFor('refusals', capped), 0);
+    } finally {
+      for (const raw of idle) raw.destroy();
+      session.close();
+    }
   });
 });
