@@ -131,6 +131,8 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
           processes: () => 1,
           liveStore: liveStore!,
           statsReader,
+          lifecycle: storage.lifecycle(),
+          logger,
           ...(disk ? { disk } : {}),
         })
       : null;

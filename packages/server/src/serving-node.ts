@@ -22,7 +22,9 @@ import type { ControlPlane, IssuedKey } from './control/control-plane.js';
 import { createDemoIfFresh } from './demo.js';
 import type { Logger } from './observability/logger.js';
 import type { LiveStore } from './live/live-store.js';
+import { TestEventDeletions } from './live/test-event-deletions.js';
 import type { DiskMonitor } from './lifecycle/disk-usage.js';
+import type { LifecycleBackend } from './lifecycle/lifecycle-backend.js';
 import { openStorage } from './storage/open-storage.js';
 import type { Storage } from './storage/storage.js';
 import { loadTlsMaterial, type TlsMaterial } from './tls/tls-material.js';
@@ -77,6 +79,13 @@ export interface NodeAdminSources {
   readonly statsReader: StatsReader;
   /** Free space, bytes per store, a data set's view (lifecycle/disk-usage.ts); the process with the admin port. */
   readonly disk?: DiskMonitor;
+  /**
+   * Where deletion requests are recorded: in the test environment the admin process follows them so
+   * that a deletion reaches the list of test events too (live/test-event-deletions.ts). Its store
+   * is opened only then.
+   */
+  readonly lifecycle?: LifecycleBackend;
+  readonly logger?: Logger;
 }
 
 export interface NodeAdmin {
@@ -86,8 +95,12 @@ export interface NodeAdmin {
   close(): Promise<void>;
 }
 
+/** How long a read of the test environment's list waits for the deletion requests to be read (live/test-event-deletions.ts). */
+const TEST_EVENTS_SYNC_WAIT_MS = 2_000;
+
 export function buildNodeAdmin(config: ServeConfig, controlPlane: ControlPlane, sources: NodeAdminSources): NodeAdmin {
   const { statsReader } = sources;
+  const deletions = config.env === 'test' && sources.lifecycle ? new TestEventDeletions(sources.liveStore, sources.lifecycle, sources.logger) : null;
   const stats = (dataSetId: string, sinceMs: number) => statsReader.stats(dataSetId, sinceMs);
   const app = buildAdminApp(
     { adminToken: config.adminToken, adminHost: config.adminHost, allowedHosts: config.adminAllowedHosts },
@@ -98,6 +111,7 @@ export function buildNodeAdmin(config: ServeConfig, controlPlane: ControlPlane, 
       console: {
         env: config.env,
         live: sources.liveStore,
+        ...(deletions ? { syncTestEvents: () => deletions.syncWithin(TEST_EVENTS_SYNC_WAIT_MS) } : {}),
         stats,
         lag: () => statsReader.lag(),
         listDataSets: () => controlPlane.listDataSets(),
@@ -117,9 +131,13 @@ export function buildNodeAdmin(config: ServeConfig, controlPlane: ControlPlane, 
     app,
     async listen() {
       await app.listen({ port: config.adminPort, host: config.adminHost });
+      deletions?.start();
       return (app.server.address() as AddressInfo).port;
     },
-    close: () => app.close(),
+    async close() {
+      await deletions?.stop();
+      await app.close();
+    },
   };
 }
 

@@ -8,7 +8,9 @@
  * Rows never move under the reader: new events are prepended only while the list is live (not
  * paused, no event selected); otherwise they wait behind a "show N new events" button. The table is
  * redrawn only when what it shows changes (new rows let in, a filter, the selection), not on every
- * 2-second poll.
+ * 2-second poll. The one exception: a row the server no longer lists leaves at once, shown, held or
+ * selected (a deletion request took it out, a reset, or newer events pushed it out at the bottom),
+ * so a deleted event's payload does not stay on an open page.
  */
 import { getJson, type RequestFailure, type TestEvent, type TestEvents } from './api.js';
 import { fmt, h, nowrap, replace } from './dom.js';
@@ -241,6 +243,19 @@ export function testEventsPage(): Page {
       // Bounded: an event that has left the server's list never comes back.
       known.clear();
       for (const e of data.events) known.add(keyOf(e));
+      // An event the server no longer lists leaves the page too, held or shown, selected or not: a
+      // deletion request took it out (data lifecycle), a reset emptied the list, or newer ones
+      // pushed it out (those are the oldest rows, at the bottom).
+      const before = shown.length + waiting.length;
+      shown = shown.filter((e) => known.has(keyOf(e)));
+      waiting = waiting.filter((e) => known.has(keyOf(e)));
+      const dropped = shown.length + waiting.length < before;
+      if (selected !== null && !known.has(selected)) selected = null;
+      if (dropped && laidOut) {
+        if (live()) letIn();
+        else drawNewer();
+        drawTable();
+      }
       if (shown.length === 0 && waiting.length === 0 && fresh.length === 0) {
         laidOut = false;
         replace(body, h('p', { class: 'muted', 'data-testid': 'test-events-empty' }, 'Waiting for events… send one to this environment’s public port and it shows here within two seconds, refused or not.'));

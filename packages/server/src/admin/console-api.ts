@@ -33,6 +33,12 @@ import type { DiskMonitor } from '../lifecycle/disk-usage.js';
 export interface ConsoleDeps {
   readonly env: string;
   readonly live: LiveStore;
+  /**
+   * Test environment: brings the list of test events up to the deletion requests recorded so far
+   * (live/test-event-deletions.ts), before it is read, so that it never shows what one covers;
+   * waits a bounded time and never rejects.
+   */
+  readonly syncTestEvents?: () => Promise<void>;
   readonly stats: (dataSetId: string, sinceMs: number) => Promise<StatsDocument>;
   readonly lag: () => Promise<ConsumerLag>;
   readonly listDataSets: () => Promise<DataSetRecord[]>;
@@ -430,6 +436,8 @@ function testEventList(deps: ConsoleDeps): Handler<{ Querystring: TestEventQuery
     const filter = parseTestEventFilter(request.query);
     if (typeof filter === 'string') return reply.code(400).send({ error: filter });
     if (deps.env !== 'test') return { ...notTestEnvironment(deps), events: [] };
+    // Bounded and never failing (a store that cannot be read is retried every second, and logged there).
+    await deps.syncTestEvents?.();
     return { env: deps.env, available: true, events: deps.live.testEvents(filter) };
   };
 }

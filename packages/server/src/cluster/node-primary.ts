@@ -114,6 +114,8 @@ export async function runPrimary(config: ServeConfig): Promise<RunningNode> {
     liveStore,
     statsReader,
     disk,
+    lifecycle: storage.lifecycle(),
+    logger,
   });
 
   /** Stops the workers (gracefully), then the admin port and the stores: on SIGTERM, and when the start fails. */

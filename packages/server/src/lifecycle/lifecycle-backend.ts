@@ -12,6 +12,9 @@ import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 
 export type DeletionKind = 'forget_identifier' | 'forget_identity' | 'delete_event';
 
+/** LifecycleStore.targetDigester: the target digest a request of `kind` on `value` would have. */
+export type TargetDigester = (dataSetId: string, kind: DeletionKind, value: string) => string;
+
 /**
  * A write-ahead log that still holds deleted bytes could not be truncated yet (a reader holds an
  * older snapshot): the request stays pending, its counts settled, and is finished at a later round
@@ -93,6 +96,17 @@ export interface LifecycleStore {
   pending(): Promise<DeletionRequest[]>;
   /** The audit log: every request, newest first (targets of done requests are cleared). */
   audit(dataSetId?: string, limit?: number): Promise<DeletionRequest[]>;
+  /**
+   * Requests with an id above `afterId`, oldest first, at most `limit`: how a reader follows the
+   * requests as they are recorded (live/test-event-deletions.ts, the test environment's list).
+   */
+  after(afterId: number, limit: number): Promise<DeletionRequest[]>;
+  /**
+   * `targetDigest` (identifier-digest.ts) under the store's key, as a synchronous function: what a
+   * request's `targetDigest` would be for `value`, so that a reader compares values it holds with
+   * requests whose target is already cleared (done), without the key leaving the store's module.
+   */
+  targetDigester(): Promise<TargetDigester>;
   /**
    * Claims a pending request for `forMs`, or renews this worker's claim (false when another live
    * worker holds it): with several workers (PostgreSQL) one carries a request out. A claim is taken

@@ -16,6 +16,7 @@ import {
   type LifecycleStore,
   type NewDeletionRequest,
   type SuppressionFilter,
+  type TargetDigester,
 } from './lifecycle-backend.js';
 import { SuppressionSet } from './suppression-set.js';
 
@@ -113,6 +114,16 @@ export class PostgresLifecycleStore implements LifecycleStore {
         ? await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests ORDER BY id DESC LIMIT $1', [limit])
         : await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests WHERE data_set_id = $1 ORDER BY id DESC LIMIT $2', [dataSetId, limit]);
     return rows.map(requestOf);
+  }
+
+  async after(afterId: number, limit: number): Promise<DeletionRequest[]> {
+    const { rows } = await this.#pool.query<DeletionRequestRow>('SELECT * FROM deletion_requests WHERE id > $1 ORDER BY id LIMIT $2', [afterId, limit]);
+    return rows.map(requestOf);
+  }
+
+  async targetDigester(): Promise<TargetDigester> {
+    const key = await this.#digestKey();
+    return (dataSetId, kind, value) => targetDigest(key, dataSetId, kind, value);
   }
 
   /** Requests this process holds, each by a session advisory lock on a connection of its own. */

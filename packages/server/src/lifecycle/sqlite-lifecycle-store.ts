@@ -34,6 +34,7 @@ import {
   type LifecycleStore,
   type NewDeletionRequest,
   type SuppressionFilter,
+  type TargetDigester,
   WalBusyError,
 } from './lifecycle-backend.js';
 import { SuppressionSet } from './suppression-set.js';
@@ -143,6 +144,15 @@ export class SqliteLifecycleStore implements LifecycleStore {
         ? this.#db.prepare('SELECT * FROM deletion_requests ORDER BY id DESC LIMIT ?').all(limit)
         : this.#db.prepare('SELECT * FROM deletion_requests WHERE data_set_id = ? ORDER BY id DESC LIMIT ?').all(dataSetId, limit);
     return (rows as DeletionRequestRow[]).map(deletionRequestOf);
+  }
+
+  async after(afterId: number, limit: number): Promise<DeletionRequest[]> {
+    return (this.#db.prepare('SELECT * FROM deletion_requests WHERE id > ? ORDER BY id LIMIT ?').all(afterId, limit) as DeletionRequestRow[]).map(deletionRequestOf);
+  }
+
+  async targetDigester(): Promise<TargetDigester> {
+    const key = this.#key;
+    return (dataSetId, kind, value) => targetDigest(key, dataSetId, kind, value);
   }
 
   async claim(id: number, forMs: number, nowMs = Date.now(), owner = SELF_OWNER): Promise<boolean> {

@@ -89,8 +89,17 @@ function maskOutsideUserData(value: unknown, identifiers: ReadonlySet<string>): 
   return value;
 }
 
+const NOT_SHOWN = '‹not shown: ';
+const UNKNOWN_FIELD = '‹unknown field ';
+
 const notShown = (value: unknown): string =>
-  typeof value === 'string' ? `‹not shown: ${value.length} character${value.length === 1 ? '' : 's'}›` : `‹not shown: ${typeof value}›`;
+  typeof value === 'string' ? `${NOT_SHOWN}${value.length} character${value.length === 1 ? '' : 's'}›` : `${NOT_SHOWN}${typeof value}›`;
+
+/** Whether a displayed string is a masked value (its original is not in the display). */
+export const isMaskedForDisplay = (text: string): boolean => text.startsWith(NOT_SHOWN);
+
+/** Whether a displayed member name stands for one the schema does not know (its name and values masked). */
+export const isUnknownFieldName = (name: string): boolean => name.startsWith(UNKNOWN_FIELD);
 
 /** `user_data` of an accepted event: strings that are not SHA-256 digests are replaced by a marker. */
 function maskUserData(value: unknown, key = ''): unknown {
@@ -110,7 +119,7 @@ function maskAll(value: unknown): unknown {
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     let n = 0;
-    for (const v of Object.values(value)) out[`‹unknown field ${++n}›`] = maskAll(v);
+    for (const v of Object.values(value)) out[`${UNKNOWN_FIELD}${++n}›`] = maskAll(v);
     return out;
   }
   return value === null || typeof value === 'boolean' ? value : notShown(value);
@@ -126,7 +135,7 @@ function maskRejected(value: unknown, path: string, key: string, known: Readonly
     for (const [k, v] of Object.entries(value)) {
       const child = path === '' ? k : `${path}.${k}`;
       if (known.has(child) && !child.endsWith('.ext') && child !== 'ext') out[k] = maskRejected(v, child, k, known, identifiers);
-      else out[`‹unknown field ${++unknown}›`] = maskAll(v);
+      else out[`${UNKNOWN_FIELD}${++unknown}›`] = maskAll(v);
     }
     return out;
   }

@@ -13,6 +13,24 @@
  * sender's entries out. `resetTestEvents()` empties both and drops whatever a serving process
  * still reports from before the reset (entries are stamped when their request was received).
  *
+ * Deletions reach the list (issue 29's promise, "a deletion leaves no byte behind", holds for this
+ * memory too). `eraseTestEvents()` takes erasures that live/test-event-deletions.ts builds from the
+ * deletion requests (`events delete`, `identities forget`) it reads from the lifecycle store; which
+ * entries a request covers, and from when, is decided there, the store only applies it. Invariants:
+ * - an entry an erasure covers is removed at once, and dropped when a serving process reports it
+ *   later (stamped at or before the erasure's `throughMs`: the same stamp rule as the reset, per
+ *   erasure and per data set); an entry received after `throughMs` is an event sent after the
+ *   request, and stays;
+ * - bounded: an erasure is remembered ERASURE_MEMORY_MS (processes report every second), at most
+ *   MAX_ERASURES of them; a forgotten one leaves its `throughMs` as its data set's horizon, and an
+ *   entry of that data set stamped at or before the horizon is dropped on arrival whatever it
+ *   holds. So nothing a deletion covered can come back however late it is reported, at the cost
+ *   of dropping, too, an unrelated entry reported more than a minute late (or after a burst of
+ *   more than MAX_ERASURES requests): the conservative side;
+ * - only the signed senders' list: failures before authentication carry no event (no body, no id).
+ * Nothing here is on the request path: erasures are checked when a delta is added (once a second
+ * per serving process) and when a request's erasure is applied.
+ *
  * Series cover the whole window, but a bucket that ended before the store started is `null`, not
  * 0: nobody was counting then, and a chart must draw a gap there rather than an hour of zeros.
  */
@@ -131,6 +149,10 @@ export class LiveStore {
   #unauthenticated: RequestFailureEntry[] = [];
   /** Entries received before this are dropped (the last reset). */
   #resetAt = 0;
+  /** Deletions applied to the list, each until it is forgotten (ERASURE_MEMORY_MS after it applies; the oldest past MAX_ERASURES). */
+  readonly #erasures = new Map<TestEventErasure, number>();
+  /** Per data set: entries received at or before this are dropped on arrival (a forgotten deletion's `throughMs`). */
+  readonly #erasedThrough = new Map<string, number>();
   /** Serving process → when it last reported, and when it last served a request. */
   readonly #processes = new Map<number, { seen: number; traffic: number }>();
   #latencyBounds: number[] = [];
@@ -189,7 +211,8 @@ export class LiveStore {
     }
     // Test events are kept only by a test-environment store, whatever a process sends.
     if (this.env === 'test' && delta.test_events.length > 0) {
-      this.#testEvents.push(...delta.test_events.filter((e) => e.at >= this.#resetAt));
+      this.#forgetErasures(now);
+      this.#testEvents.push(...delta.test_events.filter((e) => e.at >= this.#resetAt && !this.#erasedOnArrival(e)));
       if (this.#testEvents.length > MAX_TEST_EVENTS) this.#testEvents = this.#testEvents.slice(-MAX_TEST_EVENTS);
       this.#testEvents.sort((a, b) => a.at - b.at);
     }
@@ -369,6 +392,67 @@ export class LiveStore {
     return out;
   }
 
+  /**
+   * Applies deletions to the signed senders' list (test environment; live/test-event-deletions.ts
+   * builds them from the deletion requests): every entry of an erasure's data set received at or
+   * before its `throughMs` that it `covers` is removed now, and dropped when a serving process
+   * reports it later. An erasure given again (the same object) is applied again, not remembered
+   * twice: one whose `covers` learns more (the ids a request deleted) re-applies that way. Returns
+   * how many entries were removed.
+   */
+  eraseTestEvents(erasures: readonly TestEventErasure[], nowMs = Date.now()): number {
+    if (this.env !== 'test' || erasures.length === 0) return 0;
+    for (const erasure of erasures) {
+      if (!this.#erasures.has(erasure)) this.#erasures.set(erasure, Math.max(erasure.throughMs, nowMs) + ERASURE_MEMORY_MS);
+    }
+    const byDataSet = new Map<string, TestEventErasure[]>();
+    for (const erasure of erasures) {
+      const list = byDataSet.get(erasure.dataSetId);
+      if (list) list.push(erasure);
+      else byDataSet.set(erasure.dataSetId, [erasure]);
+    }
+    const before = this.#testEvents.length;
+    this.#testEvents = this.#testEvents.filter((entry) => {
+      const mine = entry.data_set_id === null ? undefined : byDataSet.get(entry.data_set_id);
+      return !mine?.some((erasure) => entry.at <= erasure.throughMs && erasure.covers(entry));
+    });
+    this.#forgetErasures(nowMs);
+    return before - this.#testEvents.length;
+  }
+
+  /** The signed senders' entries of one data set (test environment), oldest first: what a deletion is compared with. */
+  testEventsOf(dataSetId: string): readonly TestEventEntry[] {
+    return this.#testEvents.filter((entry) => entry.data_set_id === dataSetId);
+  }
+
+  /** Whether a deletion already applied covers an entry a serving process reports now. */
+  #erasedOnArrival(entry: TestEventEntry): boolean {
+    const dataSetId = entry.data_set_id;
+    if (dataSetId === null) return false;
+    if (entry.at <= (this.#erasedThrough.get(dataSetId) ?? Number.NEGATIVE_INFINITY)) return true;
+    for (const erasure of this.#erasures.keys()) {
+      if (erasure.dataSetId === dataSetId && entry.at <= erasure.throughMs && erasure.covers(entry)) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Forgets the deletions past their memory (and the oldest beyond MAX_ERASURES): each leaves its
+   * `throughMs` as its data set's horizon, so an entry received before it that is reported even
+   * later is still dropped, covered or not (the conservative side: memory stays bounded and nothing
+   * a deletion covered can come back).
+   */
+  #forgetErasures(nowMs: number): void {
+    let over = this.#erasures.size - MAX_ERASURES;
+    for (const [erasure, until] of this.#erasures) {
+      if (until >= nowMs && over <= 0) continue;
+      this.#erasures.delete(erasure);
+      over--;
+      const horizon = this.#erasedThrough.get(erasure.dataSetId) ?? Number.NEGATIVE_INFINITY;
+      if (erasure.throughMs > horizon) this.#erasedThrough.set(erasure.dataSetId, erasure.throughMs);
+    }
+  }
+
   /** Empties the test environment's lists; entries received before `nowMs` that arrive later are dropped too. Returns how many were removed. */
   resetTestEvents(nowMs = Date.now()): number {
     const removed = this.#testEvents.length + this.#unauthenticated.length;
@@ -378,6 +462,26 @@ export class LiveStore {
     return removed;
   }
 }
+
+/**
+ * What one deletion request takes out of the test environment's list (built by
+ * live/test-event-deletions.ts from the request; the store only applies it).
+ */
+export interface TestEventErasure {
+  readonly dataSetId: string;
+  /** Entries received at or before this (ms) may be covered; later ones are events sent after the request. */
+  readonly throughMs: number;
+  /** Whether the request covers this entry of its data set (received at or before `throughMs`). */
+  covers(entry: TestEventEntry): boolean;
+}
+
+/**
+ * How long an applied deletion is kept to drop entries a serving process reports late (they report
+ * every second, so this is a wide margin); past it the data set's horizon drops them (#forgetErasures).
+ */
+export const ERASURE_MEMORY_MS = 60_000;
+/** Deletions kept at once (a burst of requests forgets the oldest early, into the horizon). */
+export const MAX_ERASURES = 1_000;
 
 export interface TestEventFilter {
   readonly outcomes?: ReadonlySet<TestEventEntry['outcome']>;
