@@ -103,7 +103,8 @@ export function buildAdminApp(config: AdminAppConfig, deps: AdminAppDeps): Fasti
       const match = /^Bearer (.+)$/.exec(request.headers.authorization ?? '');
       if (await gate.refuseIfThrottled(request, reply, match?.[1])) return;
       if (match && gate.checkToken(request, match[1]!)) return;
-      await reply.code(401).send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
+      // RFC 9110 15.5.2: a 401 carries its challenge.
+      await reply.code(401).header('www-authenticate', 'Bearer realm="ecapi-ingest admin"').send({ error: 'admin token required: send Authorization: Bearer <admin token>' });
     });
   }
 

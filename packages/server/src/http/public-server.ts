@@ -67,6 +67,13 @@ export interface PublicServer {
   shutdown(graceMs?: number): Promise<void>;
 }
 
+/**
+ * A 401's challenge (RFC 9110 15.5.2: a 401 MUST carry one; the spec names none): the scheme is the
+ * body's HMAC-SHA256, its parameters the headers that carry it. The same for every 401, so it tells
+ * nothing the body does not.
+ */
+export const WWW_AUTHENTICATE = 'HMAC-SHA256 realm="/v1/events", headers="X-Service-Key-Id X-Service-Data-Set X-Service-Signature"';
+
 function send(res: Response, status: number, body: string, requestId: string, extra?: Record<string, string>): void {
   const headers: Record<string, string | number> = {
     'content-type': 'application/json',
@@ -74,6 +81,7 @@ function send(res: Response, status: number, body: string, requestId: string, ex
     [HEADER_REQUEST_ID]: requestId,
     ...extra,
   };
+  if (status === 401) headers['www-authenticate'] = WWW_AUTHENTICATE;
   (res as ServerResponse).writeHead(status, headers);
   res.end(body);
 }

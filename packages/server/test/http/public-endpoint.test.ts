@@ -101,6 +101,9 @@ for (const http2 of [false, true]) {
   });
 }
 
+/** What every 401 says in WWW-Authenticate (docs/decisions.md). */
+const CHALLENGE = 'HMAC-SHA256 realm="/v1/events", headers="X-Service-Key-Id X-Service-Data-Set X-Service-Signature"';
+
 describe('authentication (401)', () => {
   const body = JSON.stringify(sampleEvent(DS));
   const base = () => ({
@@ -139,6 +142,7 @@ describe('authentication (401)', () => {
       assert.equal(res.status, 401);
       assert.deepEqual(res.json(), { error: message });
       assert.ok(res.headers['x-request-id']);
+      assert.equal(res.headers['www-authenticate'], CHALLENGE, 'a 401 carries its challenge (RFC 9110 15.5.2)');
     });
   }
 
@@ -147,6 +151,7 @@ describe('authentication (401)', () => {
     const res = await post(JSON.stringify({ events }));
     assert.equal(res.status, 401);
     assert.deepEqual(res.json(), { error: `principal not authorized for data_set_id ${DS_FOREIGN}` });
+    assert.equal(res.headers['www-authenticate'], CHALLENGE);
     const ids = new Set((await exportQueue(dataDir)).map((r) => r.event.id));
     for (const e of events) assert.ok(!ids.has(e.id as string));
   });

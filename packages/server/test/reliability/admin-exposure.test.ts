@@ -81,6 +81,7 @@ test('with ECAPI_ADMIN_TOKEN, admin requests need the bearer token', { timeout: 
         const res = await fetch(url, authorization === undefined ? {} : { headers: { authorization } });
         assert.equal(res.status, 401, `${path} with ${authorization ?? 'no Authorization'}`);
         assert.deepEqual(await res.json(), { error: 'admin token required: send Authorization: Bearer <admin token>' });
+        assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="ecapi-ingest admin"', 'a 401 carries its challenge (RFC 9110 15.5.2)');
       }
       const ok = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
       assert.equal(ok.status, 200, path);
