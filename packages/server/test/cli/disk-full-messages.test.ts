@@ -27,6 +27,7 @@ test('a full disk: worker status says the consumer is alive but stalled on it; i
   if (mounted.status !== 0) return t.skip(`cannot mount a tmpfs here: ${mounted.stderr.trim()}`);
   const dataDir = join(mountPoint, 'data');
   let server: Awaited<ReturnType<typeof startServer>> | null = null;
+  let paused: number | null = null;
   try {
     const creds = await provision(dataDir, ['shop']);
     server = await startServer({ dataDir, args: ['--workers', '1'] });
@@ -34,6 +35,15 @@ test('a full disk: worker status says the consumer is alive but stalled on it; i
       const s = statfsSync(mountPoint);
       return s.bavail * s.bsize;
     };
+    // The consumer is paused (SIGSTOP) while the disk fills, so that it has events left to apply
+    // when the disk is full: left running, it may apply everything before the queue's last write
+    // fails, and then it is idle, not stalled (a race this test lost once).
+    const consumer = await waitFor('the consumer to run', async () => {
+      const s = await cliJson(dataDir, ['worker', 'status']);
+      return s.running && Number.isInteger(s.pid) ? (s.pid as number) : undefined;
+    }, 60_000, 200);
+    process.kill(consumer, 'SIGSTOP');
+    paused = consumer;
     // Leave 3 MiB free, then ingest until the queue cannot store any more (500).
     execFileSync('dd', ['if=/dev/zero', `of=${join(mountPoint, 'filler')}`, 'bs=1M', `count=${Math.floor(free() / 1048576) - 3}`], { stdio: 'ignore' });
     let refused = 0;
@@ -43,6 +53,8 @@ test('a full disk: worker status says the consumer is alive but stalled on it; i
       if (r.status !== 200) refused++;
     }
     assert.ok(refused > 0, 'the disk filled up: ingestion answered 500');
+    process.kill(consumer, 'SIGCONT');
+    paused = null;
 
     const status = await waitFor('worker status to see the stalled consumer', async () => {
       const s = await cliJson(dataDir, ['worker', 'status']);
@@ -61,6 +73,7 @@ test('a full disk: worker status says the consumer is alive but stalled on it; i
     assert.equal(forget.stdout, '');
     assert.match(forget.stderr, new RegExp(`^error: cannot write to the data dir ${dataDir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: the disk is full \\(database or disk is full\\); free space on that file system and run the command again\\n$`));
   } finally {
+    if (paused !== null) process.kill(paused, 'SIGCONT');
     if (server) await server.stop();
     spawnSync('umount', [mountPoint]);
     rmSync(mountPoint, { recursive: true, force: true });
