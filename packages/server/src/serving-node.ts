@@ -22,7 +22,7 @@ import type { ControlPlane, IssuedKey } from './control/control-plane.js';
 import { createDemoIfFresh } from './demo.js';
 import type { Logger } from './observability/logger.js';
 import type { LiveStore } from './live/live-store.js';
-import { TestEventDeletions } from './live/test-event-deletions.js';
+import { ConsoleDeletions } from './live/console-deletions.js';
 import type { DiskMonitor } from './lifecycle/disk-usage.js';
 import type { LifecycleBackend } from './lifecycle/lifecycle-backend.js';
 import { openStorage } from './storage/open-storage.js';
@@ -80,9 +80,9 @@ export interface NodeAdminSources {
   /** Free space, bytes per store, a data set's view (lifecycle/disk-usage.ts); the process with the admin port. */
   readonly disk?: DiskMonitor;
   /**
-   * Where deletion requests are recorded: in the test environment the admin process follows them so
-   * that a deletion reaches the list of test events too (live/test-event-deletions.ts). Its store
-   * is opened only then.
+   * Where deletion requests are recorded: the admin process follows them so that a deletion reaches
+   * the console's memory too, the recent rejections and the test environment's list
+   * (live/console-deletions.ts).
    */
   readonly lifecycle?: LifecycleBackend;
   readonly logger?: Logger;
@@ -95,12 +95,12 @@ export interface NodeAdmin {
   close(): Promise<void>;
 }
 
-/** How long a read of the test environment's list waits for the deletion requests to be read (live/test-event-deletions.ts). */
-const TEST_EVENTS_SYNC_WAIT_MS = 2_000;
+/** How long a read of the console's entries waits for the deletion requests to be read (live/console-deletions.ts). */
+const DELETIONS_SYNC_WAIT_MS = 2_000;
 
 export function buildNodeAdmin(config: ServeConfig, controlPlane: ControlPlane, sources: NodeAdminSources): NodeAdmin {
   const { statsReader } = sources;
-  const deletions = config.env === 'test' && sources.lifecycle ? new TestEventDeletions(sources.liveStore, sources.lifecycle, sources.logger) : null;
+  const deletions = sources.lifecycle ? new ConsoleDeletions(sources.liveStore, sources.lifecycle, sources.logger) : null;
   const stats = (dataSetId: string, sinceMs: number) => statsReader.stats(dataSetId, sinceMs);
   const app = buildAdminApp(
     { adminToken: config.adminToken, adminHost: config.adminHost, allowedHosts: config.adminAllowedHosts },
@@ -111,7 +111,7 @@ export function buildNodeAdmin(config: ServeConfig, controlPlane: ControlPlane, 
       console: {
         env: config.env,
         live: sources.liveStore,
-        ...(deletions ? { syncTestEvents: () => deletions.syncWithin(TEST_EVENTS_SYNC_WAIT_MS) } : {}),
+        ...(deletions ? { syncDeletions: () => deletions.syncWithin(DELETIONS_SYNC_WAIT_MS) } : {}),
         stats,
         lag: () => statsReader.lag(),
         listDataSets: () => controlPlane.listDataSets(),

@@ -34,11 +34,11 @@ export interface ConsoleDeps {
   readonly env: string;
   readonly live: LiveStore;
   /**
-   * Test environment: brings the list of test events up to the deletion requests recorded so far
-   * (live/test-event-deletions.ts), before it is read, so that it never shows what one covers;
-   * waits a bounded time and never rejects.
+   * Brings the console's entries (a data set's recent rejections, the test environment's list) up
+   * to the deletion requests recorded so far (live/console-deletions.ts), before they are read, so
+   * that they never show what one covers; waits a bounded time and never rejects.
    */
-  readonly syncTestEvents?: () => Promise<void>;
+  readonly syncDeletions?: () => Promise<void>;
   readonly stats: (dataSetId: string, sinceMs: number) => Promise<StatsDocument>;
   readonly lag: () => Promise<ConsumerLag>;
   readonly listDataSets: () => Promise<DataSetRecord[]>;
@@ -377,6 +377,8 @@ function dataSetDetail(deps: ConsoleDeps): Handler<{ Params: { id: string } }> {
     if (!dataSet) return reply.code(404).send({ error: `unknown data set ${request.params.id}` });
     const row = await dataSetRow(deps, dataSet, keys, now);
     const day = await deps.stats(row.id, now - 23 * 3_600_000);
+    // Bounded and never failing, as for the test events: the recent rejections show no deleted event's id.
+    await deps.syncDeletions?.();
     const live = deps.live.dataSet(row.id, now);
     return {
       env: deps.env,
@@ -437,7 +439,7 @@ function testEventList(deps: ConsoleDeps): Handler<{ Querystring: TestEventQuery
     if (typeof filter === 'string') return reply.code(400).send({ error: filter });
     if (deps.env !== 'test') return { ...notTestEnvironment(deps), events: [] };
     // Bounded and never failing (a store that cannot be read is retried every second, and logged there).
-    await deps.syncTestEvents?.();
+    await deps.syncDeletions?.();
     return { env: deps.env, available: true, events: deps.live.testEvents(filter) };
   };
 }

@@ -98,7 +98,7 @@ export interface LifecycleStore {
   audit(dataSetId?: string, limit?: number): Promise<DeletionRequest[]>;
   /**
    * Requests with an id above `afterId`, oldest first, at most `limit`: how a reader follows the
-   * requests as they are recorded (live/test-event-deletions.ts, the test environment's list).
+   * requests as they are recorded (live/console-deletions.ts: the console's memory).
    */
   after(afterId: number, limit: number): Promise<DeletionRequest[]>;
   /**

@@ -12,8 +12,8 @@
  * - live-store.ts: `LiveStore`, the ring buffers in the process with the admin port, which the
  *   console API (admin/console-api.ts) queries.
  * live-delta.ts holds what crosses between them (`LiveDelta`) and the bounds both sides keep;
- * test-event-deletions.ts, in the test environment's process with the admin port, follows the
- * deletion requests and takes what they cover out of the store's list of test events.
+ * console-deletions.ts, in the process with the admin port, follows the deletion requests and
+ * takes what they cover out of the store's recent rejections and list of test events.
  *
  * Everything is lost on restart by design: the durable figures (events today, acceptance rate, match
  * quality, hourly history) come from ingest-stats.db and view.db through the StatsReader.

@@ -13,10 +13,12 @@
  * sender's entries out. `resetTestEvents()` empties both and drops whatever a serving process
  * still reports from before the reset (entries are stamped when their request was received).
  *
- * Deletions reach the list (issue 29's promise, "a deletion leaves no byte behind", holds for this
- * memory too). `eraseTestEvents()` takes erasures that live/test-event-deletions.ts builds from the
- * deletion requests (`events delete`, `identities forget`) it reads from the lifecycle store; which
- * entries a request covers, and from when, is decided there, the store only applies it. Invariants:
+ * Deletions reach this memory (issue 29's promise, "a deletion leaves no byte behind", holds for it
+ * too): the test environment's list and, in both environments, the recent rejections (an event id a
+ * sender deleted is not shown afterwards). `erase()` takes erasures that live/console-deletions.ts
+ * builds from the deletion requests (`events delete`, `identities forget`) it reads from the
+ * lifecycle store; which entries a request covers, and from when, is decided there, the store only
+ * applies it. Invariants:
  * - an entry an erasure covers is removed at once, and dropped when a serving process reports it
  *   later (stamped at or before the erasure's `throughMs`: the same stamp rule as the reset, per
  *   erasure and per data set); an entry received after `throughMs` is an event sent after the
@@ -27,7 +29,8 @@
  *   holds. So nothing a deletion covered can come back however late it is reported, at the cost
  *   of dropping, too, an unrelated entry reported more than a minute late (or after a burst of
  *   more than MAX_ERASURES requests): the conservative side;
- * - only the signed senders' list: failures before authentication carry no event (no body, no id).
+ * - the signed senders' list and the recent rejections only: failures before authentication carry
+ *   no event (no body, no id).
  * Nothing here is on the request path: erasures are checked when a delta is added (once a second
  * per serving process) and when a request's erasure is applied.
  *
@@ -149,8 +152,8 @@ export class LiveStore {
   #unauthenticated: RequestFailureEntry[] = [];
   /** Entries received before this are dropped (the last reset). */
   #resetAt = 0;
-  /** Deletions applied to the list, each until it is forgotten (ERASURE_MEMORY_MS after it applies; the oldest past MAX_ERASURES). */
-  readonly #erasures = new Map<TestEventErasure, number>();
+  /** Deletions applied, each until it is forgotten (ERASURE_MEMORY_MS after it applies; the oldest past MAX_ERASURES). */
+  readonly #erasures = new Map<ConsoleErasure, number>();
   /** Per data set: entries received at or before this are dropped on arrival (a forgotten deletion's `throughMs`). */
   readonly #erasedThrough = new Map<string, number>();
   /** Serving process → when it last reported, and when it last served a request. */
@@ -202,8 +205,9 @@ export class LiveStore {
       addInto(b.reasons, d.reasons);
       if (d.rate_limited) this.#rateLimitedTotal.set(id, (this.#rateLimitedTotal.get(id) ?? 0) + d.rate_limited);
     }
+    if (delta.rejections.length > 0 || (this.env === 'test' && delta.test_events.length > 0)) this.#forgetErasures(now);
     for (const r of delta.rejections) {
-      if (!this.#dataSets.has(r.data_set_id)) continue;
+      if (!this.#dataSets.has(r.data_set_id) || this.#erasedOnArrival(r)) continue;
       let list = this.#rejections.get(r.data_set_id);
       if (!list) this.#rejections.set(r.data_set_id, (list = []));
       list.push(r);
@@ -211,7 +215,6 @@ export class LiveStore {
     }
     // Test events are kept only by a test-environment store, whatever a process sends.
     if (this.env === 'test' && delta.test_events.length > 0) {
-      this.#forgetErasures(now);
       this.#testEvents.push(...delta.test_events.filter((e) => e.at >= this.#resetAt && !this.#erasedOnArrival(e)));
       if (this.#testEvents.length > MAX_TEST_EVENTS) this.#testEvents = this.#testEvents.slice(-MAX_TEST_EVENTS);
       this.#testEvents.sort((a, b) => a.at - b.at);
@@ -393,40 +396,51 @@ export class LiveStore {
   }
 
   /**
-   * Applies deletions to the signed senders' list (test environment; live/test-event-deletions.ts
-   * builds them from the deletion requests): every entry of an erasure's data set received at or
-   * before its `throughMs` that it `covers` is removed now, and dropped when a serving process
-   * reports it later. An erasure given again (the same object) is applied again, not remembered
-   * twice: one whose `covers` learns more (the ids a request deleted) re-applies that way. Returns
-   * how many entries were removed.
+   * Applies deletions (live/console-deletions.ts builds them from the deletion requests) to the
+   * recent rejections and, in the test environment, to the signed senders' list: every entry of an
+   * erasure's data set received at or before its `throughMs` that it `covers` is removed now, and
+   * dropped when a serving process reports it later. An erasure given again (the same object) is
+   * applied again, not remembered twice: one whose `covers` learns more (the ids a request
+   * deleted) re-applies that way. Returns how many entries were removed.
    */
-  eraseTestEvents(erasures: readonly TestEventErasure[], nowMs = Date.now()): number {
-    if (this.env !== 'test' || erasures.length === 0) return 0;
+  erase(erasures: readonly ConsoleErasure[], nowMs = Date.now()): number {
+    if (erasures.length === 0) return 0;
     for (const erasure of erasures) {
       if (!this.#erasures.has(erasure)) this.#erasures.set(erasure, Math.max(erasure.throughMs, nowMs) + ERASURE_MEMORY_MS);
     }
-    const byDataSet = new Map<string, TestEventErasure[]>();
+    const byDataSet = new Map<string, ConsoleErasure[]>();
     for (const erasure of erasures) {
       const list = byDataSet.get(erasure.dataSetId);
       if (list) list.push(erasure);
       else byDataSet.set(erasure.dataSetId, [erasure]);
     }
-    const before = this.#testEvents.length;
-    this.#testEvents = this.#testEvents.filter((entry) => {
+    const covered = (entry: ErasableEntry): boolean => {
       const mine = entry.data_set_id === null ? undefined : byDataSet.get(entry.data_set_id);
-      return !mine?.some((erasure) => entry.at <= erasure.throughMs && erasure.covers(entry));
-    });
+      return mine?.some((erasure) => entry.at <= erasure.throughMs && erasure.covers(entry)) ?? false;
+    };
+    let removed = 0;
+    for (const [dataSetId, list] of this.#rejections) {
+      if (!byDataSet.has(dataSetId)) continue;
+      const kept = list.filter((entry) => !covered(entry));
+      removed += list.length - kept.length;
+      this.#rejections.set(dataSetId, kept);
+    }
+    if (this.env === 'test') {
+      const before = this.#testEvents.length;
+      this.#testEvents = this.#testEvents.filter((entry) => !covered(entry));
+      removed += before - this.#testEvents.length;
+    }
     this.#forgetErasures(nowMs);
-    return before - this.#testEvents.length;
+    return removed;
   }
 
-  /** The signed senders' entries of one data set (test environment), oldest first: what a deletion is compared with. */
-  testEventsOf(dataSetId: string): readonly TestEventEntry[] {
-    return this.#testEvents.filter((entry) => entry.data_set_id === dataSetId);
+  /** What a deletion in a data set is compared with: its recent rejections and (test environment) its signed senders' entries, oldest first. */
+  entriesOf(dataSetId: string): readonly ErasableEntry[] {
+    return [...(this.#rejections.get(dataSetId) ?? []), ...this.#testEvents.filter((entry) => entry.data_set_id === dataSetId)];
   }
 
   /** Whether a deletion already applied covers an entry a serving process reports now. */
-  #erasedOnArrival(entry: TestEventEntry): boolean {
+  #erasedOnArrival(entry: ErasableEntry): boolean {
     const dataSetId = entry.data_set_id;
     if (dataSetId === null) return false;
     if (entry.at <= (this.#erasedThrough.get(dataSetId) ?? Number.NEGATIVE_INFINITY)) return true;
@@ -463,16 +477,19 @@ export class LiveStore {
   }
 }
 
+/** An entry a deletion may take: one of the recent rejections, or of the test environment's list. */
+export type ErasableEntry = RejectionEntry | TestEventEntry;
+
 /**
- * What one deletion request takes out of the test environment's list (built by
- * live/test-event-deletions.ts from the request; the store only applies it).
+ * What one deletion request takes out of the console's memory (built by live/console-deletions.ts
+ * from the request; the store only applies it).
  */
-export interface TestEventErasure {
+export interface ConsoleErasure {
   readonly dataSetId: string;
   /** Entries received at or before this (ms) may be covered; later ones are events sent after the request. */
   readonly throughMs: number;
   /** Whether the request covers this entry of its data set (received at or before `throughMs`). */
-  covers(entry: TestEventEntry): boolean;
+  covers(entry: ErasableEntry): boolean;
 }
 
 /**

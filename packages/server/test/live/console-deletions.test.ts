@@ -1,20 +1,22 @@
 /**
- * Deletions in the test environment's list (live/test-event-deletions.ts, live-store.ts
- * eraseTestEvents), against a LiveStore and an in-memory lifecycle store with real keyed digests:
+ * Deletions in the console's memory (live/console-deletions.ts, live-store.ts erase): the test
+ * environment's list and, in both environments, the recent rejections, against a LiveStore and an
+ * in-memory lifecycle store with real keyed digests:
  * which entries each kind of request takes (names, equivalent spellings, what the worker deleted,
  * the conservative rule for what the display masked), whether the target is still in clear or
  * already cleared, and that nothing covered comes back from a late report, also once the erasure
- * is forgotten (the horizon). The black-box run against a real server: test/lifecycle/test-events-deletion.test.ts.
+ * is forgotten (the horizon). The black-box run against a real server: test/lifecycle/console-deletions.test.ts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { ERASURE_MEMORY_MS, LiveStore, MAX_ERASURES, type TestEventErasure } from '../../src/live/live-store.js';
-import { TestEventDeletions } from '../../src/live/test-event-deletions.js';
+import { ERASURE_MEMORY_MS, LiveStore, MAX_ERASURES, type ConsoleErasure } from '../../src/live/live-store.js';
+import { ConsoleDeletions } from '../../src/live/console-deletions.js';
+import { displayedEventId } from '../../src/live/event-display.js';
 import { eventForDisplay, eventIdForDisplay, rejectedEventForDisplay } from '../../src/live/event-display.js';
 import { targetDigest } from '../../src/lifecycle/identifier-digest.js';
 import type { DeletionKind, DeletionRequest, LifecycleBackend, LifecycleStore } from '../../src/lifecycle/lifecycle-backend.js';
-import type { LiveDelta, TestEventEntry } from '../../src/live/live-delta.js';
+import { emptyDataSet, type LiveDelta, type RejectionEntry, type TestEventEntry } from '../../src/live/live-delta.js';
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -66,10 +68,10 @@ class MemoryStore {
   }
 }
 
-function setUp() {
-  const live = new LiveStore({ env: 'test' });
+function setUp(env = 'test') {
+  const live = new LiveStore({ env });
   const memory = new MemoryStore();
-  const deletions = new TestEventDeletions(live, { store: memory.asStore() } as unknown as LifecycleBackend);
+  const deletions = new ConsoleDeletions(live, { store: memory.asStore() } as unknown as LifecycleBackend);
   const ids = () => live.testEvents().map((e) => (e.outcome === 'failed' ? `failed:${(e.body as { events: { id?: string }[] }).events.map((x) => x.id).join(',')}` : e.event_id));
   return { live, memory, deletions, ids };
 }
@@ -153,22 +155,76 @@ test('entries received after the request stay; entries received before it that a
 test('LiveStore: an erasure is remembered ERASURE_MEMORY_MS, then its horizon drops what arrives from before it; at most MAX_ERASURES are kept', () => {
   const live = new LiveStore({ env: 'test' });
   const now = Date.now();
-  const erasure: TestEventErasure = { dataSetId: 'shop', throughMs: now - 1_000, covers: (e) => e.event_id === 'x' };
-  assert.equal(live.eraseTestEvents([erasure], now), 0);
+  const erasure: ConsoleErasure = { dataSetId: 'shop', throughMs: now - 1_000, covers: (e) => e.event_id === 'x' };
+  assert.equal(live.erase([erasure], now), 0);
   live.add(delta([accepted('shop', { id: 'x' }, now - 2_000), accepted('shop', { id: 'y' }, now - 2_000), accepted('other', { id: 'x' }, now - 2_000)]));
   assert.deepEqual(live.testEvents().map((e) => `${e.data_set_id}/${e.event_id}`).sort(), ['other/x', 'shop/y']);
   // Forgotten: a later erasure's pass moves the horizon; an entry from before it is dropped, covered or not.
-  live.eraseTestEvents([{ dataSetId: 'elsewhere', throughMs: now, covers: () => false }], now + ERASURE_MEMORY_MS + 1);
+  live.erase([{ dataSetId: 'elsewhere', throughMs: now, covers: () => false }], now + ERASURE_MEMORY_MS + 1);
   live.add(delta([accepted('shop', { id: 'z' }, now - 1_500), accepted('shop', { id: 'w' }, now - 500)], now));
   assert.deepEqual(live.testEvents().map((e) => e.event_id).sort(), ['w', 'x', 'y'], 'z (before the horizon) dropped; w (after it) kept');
   // The bound.
-  const many = Array.from({ length: MAX_ERASURES + 10 }, (_, i): TestEventErasure => ({ dataSetId: `d${i}`, throughMs: now, covers: () => true }));
-  live.eraseTestEvents(many, now);
+  const many = Array.from({ length: MAX_ERASURES + 10 }, (_, i): ConsoleErasure => ({ dataSetId: `d${i}`, throughMs: now, covers: () => true }));
+  live.erase(many, now);
   live.add(delta([accepted('d0', { id: 'late' }, now - 1)]));
   assert.ok(!live.testEvents().some((e) => e.data_set_id === 'd0'), 'the oldest, forgotten early, still drops what came before it');
 });
 
-test('production keeps no test events and applies no erasure', () => {
+/** A serving process's report of rejections (live-recorder.ts: the id as displayedEventId shows it), its data sets counted. */
+function rejections(entries: { dataSetId: string; id: string | null; at: number }[]): LiveDelta {
+  const list: RejectionEntry[] = entries.map(({ dataSetId, id, at }, index) => ({ at, data_set_id: dataSetId, request_id: `r${++requestIds}`, index, event_id: displayedEventId(id), error: 'schema validation failed' }));
+  const data_sets = Object.fromEntries(entries.map((e) => [e.dataSetId, { ...emptyDataSet(), rejected: 1 }]));
+  return { ...delta([], Math.max(...entries.map((e) => e.at))), data_sets, rejections: list };
+}
+
+const recent = (live: LiveStore, dataSetId: string) => live.dataSet(dataSetId).recent_rejections.map((r) => r.event_id);
+
+for (const env of ['production', 'test']) {
+  test(`recent rejections (${env}): events delete takes that id's rejections, and masked ids, of its data set; a late report is dropped; a later rejection stays`, async () => {
+    const { live, memory, deletions } = setUp(env);
+    await deletions.sync();
+    const at = Date.now() - 5_000;
+    live.add(rejections([
+      { dataSetId: 'shop', id: 'e-1', at },
+      { dataSetId: 'shop', id: 'e-2', at },
+      { dataSetId: 'shop', id: null, at },
+      { dataSetId: 'shop', id: 'mary@example.com', at },
+      { dataSetId: 'other', id: 'e-1', at },
+    ]));
+    assert.equal(recent(live, 'shop').length, 4);
+    assert.ok(recent(live, 'shop').some((id) => id !== null && id !== 'e-1' && id !== 'e-2'), 'the email-like id is shown masked');
+    memory.record('shop', 'delete_event', 'e-1', Date.now() - 1_000);
+    await deletions.sync();
+    assert.deepEqual(recent(live, 'shop').sort(), ['e-2', null].sort(), 'e-1 and the masked id go; e-2 and the rejection without an id stay');
+    assert.deepEqual(recent(live, 'other'), ['e-1'], 'the other data set keeps its own e-1');
+    live.add(rejections([{ dataSetId: 'shop', id: 'e-1', at: at + 1 }]));
+    assert.ok(!recent(live, 'shop').includes('e-1'), 'reported late: dropped on arrival');
+    live.add(rejections([{ dataSetId: 'shop', id: 'e-1', at: Date.now() + 10 }]));
+    assert.ok(recent(live, 'shop').includes('e-1'), 'rejected after the request: a new rejection');
+  });
+}
+
+test('recent rejections: a forget takes masked ids at once and, once done, the ids of the records it deleted; other rejections stay', async () => {
+  const { live, memory, deletions } = setUp('production');
+  await deletions.sync();
+  const at = Date.now() - 5_000;
+  live.add(rejections([
+    { dataSetId: 'shop', id: 'linked', at },
+    { dataSetId: 'shop', id: '+15551234567', at },
+    { dataSetId: 'shop', id: 'kept', at },
+    { dataSetId: 'shop', id: null, at },
+  ]));
+  const r = memory.record('shop', 'forget_identifier', `email:${sha('a@example.com')}`);
+  await deletions.sync();
+  assert.deepEqual(recent(live, 'shop').sort(), ['kept', 'linked', null].sort(), 'pending: only the masked id (it may name the person) goes');
+  memory.done(r.id, ['linked']);
+  await deletions.sync();
+  assert.deepEqual(recent(live, 'shop').sort(), ['kept', null].sort(), 'done: the id of a record it deleted goes; a rejection without an id holds nothing of anyone');
+});
+
+test('production keeps no test events, whatever an erasure covers', () => {
   const live = new LiveStore({ env: 'production' });
-  assert.equal(live.eraseTestEvents([{ dataSetId: 'shop', throughMs: Date.now(), covers: () => true }]), 0);
+  live.add(delta([accepted('shop', { id: 'x' })]));
+  assert.deepEqual(live.testEvents(), []);
+  assert.equal(live.erase([{ dataSetId: 'shop', throughMs: Date.now(), covers: () => true }]), 0);
 });

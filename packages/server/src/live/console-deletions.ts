@@ -1,15 +1,21 @@
 /**
- * Deletion requests reach the test environment's list (live-store.ts `#testEvents`): "a deletion
- * leaves no byte behind" holds for the admin process's memory too, not only for the files.
+ * Deletion requests reach the console's memory (live-store.ts): "a deletion leaves no byte behind"
+ * holds for the admin process's memory too, not only for the files. That memory is the test
+ * environment's list of events (`#testEvents`: payloads, ids) and, in both environments, each data
+ * set's most recent rejections (`#rejections`: the rejected event's id, its index, the masked error).
  *
- * How the list learns of them. `events delete` and `identities forget` record a request in the
+ * How the console learns of them. `events delete` and `identities forget` record a request in the
  * lifecycle store (lifecycle.db, or the environment's PostgreSQL tables) from the CLI, in another
  * process; no admin API is involved. So the process with the admin port follows the store: every
- * second, and before every read of the list (GET /api/test-events calls `sync`), it reads the
- * requests recorded since it last looked (`after`), the pending ones (a request that PostgreSQL
- * committed after one with a higher id is still pending when it is first seen) and, for a pending
- * request it knows, whether it is done. Only in the test environment (serving-node.ts): production
- * keeps no event contents, and its serving processes never read the store for this.
+ * second, and before every read of the list or of a data set's rejections (the console API calls
+ * `syncWithin`), it reads the requests recorded since it last looked (`after`), the pending ones (a
+ * request that PostgreSQL committed after one with a higher id is still pending when it is first
+ * seen) and, for a pending request it knows, whether it is done. Serving processes never read the
+ * store for this: the request path stays as it is.
+ *
+ * A rejection is compared as an entry that shows an event id and nothing else: it holds no event
+ * contents, so no identifier can match it; a masked id (an email address or phone number sent as
+ * the id) goes with any request of its data set, as in the list.
  *
  * Which entries a request takes (all of its data set, received up to a time, see below):
  * - what the request names, from when it is recorded:
@@ -39,8 +45,8 @@
  * request may well be done before the list first sees it. The list keeps no identifier of its own
  * beyond what it displays; an entry's digests are computed once (a WeakMap that goes with it).
  *
- * Why not in the serving processes: the request path stays as it is (the recorder masks and hands
- * entries over once a second); the comparisons run where the list is, once a second and on reads.
+ * Why not in the serving processes: the recorder masks and hands entries over once a second; the
+ * comparisons run where the entries are kept, once a second and on reads.
  *
  * Received up to when: the request covers what was sent before it, so an entry goes when it was
  * received at or before the later of `requested_at` and the moment this process learned of the
@@ -55,7 +61,7 @@ import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import type { JsonObject } from '../merged-view/merge.js';
 import { isMaskedForDisplay, isUnknownFieldName } from './event-display.js';
 import type { TestEventEntry } from './live-delta.js';
-import { ERASURE_MEMORY_MS, MAX_ERASURES, type LiveStore, type TestEventErasure } from './live-store.js';
+import { ERASURE_MEMORY_MS, MAX_ERASURES, type ConsoleErasure, type ErasableEntry, type LiveStore } from './live-store.js';
 
 const POLL_MS = 1_000;
 /** Requests read per query while catching up. */
@@ -110,8 +116,14 @@ function identifiersIn(event: JsonObject): string[] | null {
   }
 }
 
-/** The events an entry holds for display (one for a per-event outcome; the body's for a request refused as a whole). */
-function shownOf(entry: TestEventEntry): Shown {
+/** The events an entry holds for display (one for a per-event outcome; the body's for a request refused as a whole; a rejection's id alone). */
+function shownOf(entry: ErasableEntry): Shown {
+  if (!('outcome' in entry)) {
+    const id = entry.event_id;
+    const opaque = id !== null && isMaskedForDisplay(id);
+    // No id (a rejection for a missing id) is not `idless`: the entry holds nothing else, so nothing of a person.
+    return { ids: id === null || opaque ? [] : [id], identifiers: [], opaqueId: opaque, opaqueIdentifiers: opaque, idless: false };
+  }
   const ids: string[] = [];
   const identifiers: string[] = [];
   let opaqueId = false;
@@ -156,24 +168,24 @@ interface Compared {
 }
 
 /** A forget's erasure once done: the ids the worker deleted, learned entry by entry (deletedBy). */
-interface DeletedErasure extends TestEventErasure {
+interface DeletedErasure extends ConsoleErasure {
   /** Digests of the ids looked up, and of those the store says were deleted. */
   readonly checked: Set<string>;
   readonly deleted: Set<string>;
 }
 
-export class TestEventDeletions {
+export class ConsoleDeletions {
   readonly #live: LiveStore;
   readonly #backend: LifecycleBackend;
   readonly #logger: Logger | undefined;
-  readonly #compared = new WeakMap<TestEventEntry, Compared>();
+  readonly #compared = new WeakMap<ErasableEntry, Compared>();
   #digest: TargetDigester | null = null;
   /** The highest request id read; null until the first read (requests before the start are not ours). */
   #lastId: number | null = null;
   /** Requests seen pending (their kind: never the target), by id: watched until done. */
   readonly #pending = new Map<number, DeletionRequest['kind']>();
   /** Erasures applied, re-applied at every sync until their memory ends (the store keeps as long). */
-  readonly #active = new Map<TestEventErasure, number>();
+  readonly #active = new Map<ConsoleErasure, number>();
   readonly #deleted: DeletedErasure[] = [];
   #chain: Promise<void> = Promise.resolve();
   #queued: Promise<void> | null = null;
@@ -192,7 +204,7 @@ export class TestEventDeletions {
         const now = Date.now();
         if (now - this.#warnedAt < WARN_EVERY_MS) return;
         this.#warnedAt = now;
-        this.#logger?.warn({ err: { message: error.message } }, 'test environment: deletion requests could not be read; retrying every second');
+        this.#logger?.warn({ err: { message: error.message } }, 'console: deletion requests could not be read; retrying every second');
       });
     run();
     this.#timer = setInterval(run, POLL_MS);
@@ -260,7 +272,7 @@ export class TestEventDeletions {
     for (const [erasure, until] of this.#active) if (until < nowMs) this.#active.delete(erasure);
     while (this.#active.size > MAX_ERASURES) this.#active.delete(this.#active.keys().next().value!);
     for (let i = this.#deleted.length - 1; i >= 0; i--) if (!this.#active.has(this.#deleted[i]!)) this.#deleted.splice(i, 1);
-    this.#live.eraseTestEvents([...this.#active.keys()], nowMs);
+    this.#live.erase([...this.#active.keys()], nowMs);
   }
 
   /** A request seen for the first time: what it names goes now; a forget's resolution once done. */
@@ -302,7 +314,7 @@ export class TestEventDeletions {
   async #lookUpDeleted(): Promise<void> {
     const store = this.#backend.store;
     for (const erasure of this.#deleted) {
-      for (const entry of this.#live.testEventsOf(erasure.dataSetId)) {
+      for (const entry of this.#live.entriesOf(erasure.dataSetId)) {
         if (entry.at > erasure.throughMs) continue;
         const { ids } = this.#shown(entry);
         for (const id of ids) {
@@ -317,29 +329,29 @@ export class TestEventDeletions {
     }
   }
 
-  #activate(erasure: TestEventErasure, nowMs: number): void {
+  #activate(erasure: ConsoleErasure, nowMs: number): void {
     this.#active.set(erasure, Math.max(erasure.throughMs, nowMs) + ERASURE_MEMORY_MS);
   }
 
-  #compare(entry: TestEventEntry): Compared {
+  #compare(entry: ErasableEntry): Compared {
     let compared = this.#compared.get(entry);
     if (!compared) this.#compared.set(entry, (compared = { shown: shownOf(entry) }));
     return compared;
   }
 
-  #shown(entry: TestEventEntry): Shown {
+  #shown(entry: ErasableEntry): Shown {
     return this.#compare(entry).shown;
   }
 
   /** The entry's event ids as `events delete` digests them. */
-  #idDigests(entry: TestEventEntry): ReadonlySet<string> {
+  #idDigests(entry: ErasableEntry): ReadonlySet<string> {
     const compared = this.#compare(entry);
     const dataSetId = entry.data_set_id ?? '';
     return (compared.ids ??= new Set(compared.shown.ids.map((id) => this.#digest!(dataSetId, 'delete_event', id))));
   }
 
   /** The entry's identifiers as `identities forget --identifier` digests them (canonical form: every equivalent spelling alike). */
-  #identifierDigests(entry: TestEventEntry): ReadonlySet<string> {
+  #identifierDigests(entry: ErasableEntry): ReadonlySet<string> {
     const compared = this.#compare(entry);
     const dataSetId = entry.data_set_id ?? '';
     return (compared.identifiers ??= new Set(compared.shown.identifiers.map((identifier) => this.#digest!(dataSetId, 'forget_identifier', identifier))));

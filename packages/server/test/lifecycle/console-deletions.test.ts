@@ -1,7 +1,8 @@
 /**
- * A deletion reaches the test environment's list of events (live/test-event-deletions.ts),
- * black-box against a real `serve --env test` and its worker: signed events show in
- * GET /api/test-events; once `events delete` or `identities forget` is done, the next read of the
+ * A deletion reaches the console's memory (live/console-deletions.ts), black-box against a real
+ * `serve` and its worker. In production, a data set's recent rejections (GET /api/data-sets/:id)
+ * no longer show an event id once `events delete` names it. In the test environment, signed events
+ * show in GET /api/test-events; once `events delete` or `identities forget` is done, the next read of the
  * list no longer shows what the request covers (the event id, the identifier in any hashed field,
  * a rejected event carrying it, the identity's other events), while another event of the same data
  * set stays, nothing deleted comes back later (a serving process reports once a second), and an
@@ -45,8 +46,47 @@ const caughtUp = (dataDir: string) =>
     return s.lag_records === 0 && s.queue_last_seq > 0 ? s : undefined;
   }, 30_000);
 
+/** A data set's recent rejections as the console reads them (production: the admin port needs no token on loopback). */
+async function recentRejections(server: ServerProcess, dataSetId: string): Promise<(string | null)[]> {
+  const res = await fetch(`http://127.0.0.1:${server.adminPort}/api/data-sets/${dataSetId}`);
+  assert.equal(res.status, 200);
+  return ((await res.json()) as { live: { recent_rejections: { event_id: string | null }[] } }).live.recent_rejections.map((r) => r.event_id);
+}
+
+test('production: events delete takes the event id out of the data set\'s recent rejections; another rejection stays, nothing comes back', { timeout: 120_000 }, async () => {
+  const dataDir = tempDataDir('ecapi-console-deletion-');
+  const creds = await provision(dataDir, ['shop']);
+  const server = await startServer({ dataDir });
+  const rnd = randomBytes(6).toString('hex');
+  const gone = `rejected-gone-${rnd}`;
+  const kept = `rejected-kept-${rnd}`;
+  try {
+    const res = await postSigned(server.port, server.ca, creds, 'shop', JSON.stringify({
+      events: [purchaseEvent('shop', gone, {}, { event_type: 'not-a-type' }), purchaseEvent('shop', kept, {}, { event_type: 'not-a-type' }), purchaseEvent('shop', `accepted-${rnd}`)],
+    }));
+    assert.equal(res.status, 207, res.text);
+    await waitFor('both rejections shown', async () => {
+      const ids = await recentRejections(server, 'shop');
+      return ids.includes(gone) && ids.includes(kept) ? ids : undefined;
+    }, 20_000);
+
+    const done = await cliJson(dataDir, ['events', 'delete', 'shop', gone]);
+    assert.equal(done.state, 'done');
+    // At once: the read follows the requests recorded before it.
+    const after = await recentRejections(server, 'shop');
+    assert.ok(!after.includes(gone), `the deleted event's id is not shown: ${JSON.stringify(after)}`);
+    assert.ok(after.includes(kept), 'the other rejection stays');
+    await sleep(2_500);
+    const later = await recentRejections(server, 'shop');
+    assert.ok(!later.includes(gone), 'nothing comes back from the next reports');
+    assert.ok(later.includes(kept));
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
 test('test environment: events delete takes the event out of the list of test events; another event of the data set stays', { timeout: 120_000 }, async () => {
-  const dataDir = tempDataDir('ecapi-test-events-deletion-');
+  const dataDir = tempDataDir('ecapi-console-deletion-');
   const creds = await provision(dataDir, ['shop'], 'test');
   const server = await startServer({ dataDir, env: 'test' });
   const rnd = randomBytes(6).toString('hex');
@@ -85,7 +125,7 @@ test('test environment: events delete takes the event out of the list of test ev
 });
 
 test('test environment: identities forget --identifier takes out the events carrying it (any hashed field, rejected ones too) and, once done, the rest of the identity', { timeout: 120_000 }, async () => {
-  const dataDir = tempDataDir('ecapi-test-events-deletion-');
+  const dataDir = tempDataDir('ecapi-console-deletion-');
   const creds = await provision(dataDir, ['shop'], 'test');
   // Primary and one worker: the primary's admin port follows the requests.
   const server = await startServer({ dataDir, env: 'test', args: ['--workers', '1'] });
@@ -147,7 +187,7 @@ test('test environment: identities forget --identifier takes out the events carr
 });
 
 test('test environment: identities forget --identity-key takes out the events of the records the worker deleted', { timeout: 120_000 }, async () => {
-  const dataDir = tempDataDir('ecapi-test-events-deletion-');
+  const dataDir = tempDataDir('ecapi-console-deletion-');
   const creds = await provision(dataDir, ['shop'], 'test');
   const server = await startServer({ dataDir, env: 'test' });
   const rnd = randomBytes(6).toString('hex');
@@ -177,7 +217,7 @@ test('test environment: identities forget --identity-key takes out the events of
 });
 
 test('test environment: an open console page drops the deleted event\'s row, also the one selected', { timeout: 120_000, skip: chromiumSkip() }, async () => {
-  const dataDir = tempDataDir('ecapi-test-events-deletion-');
+  const dataDir = tempDataDir('ecapi-console-deletion-');
   const creds = await provision(dataDir, ['shop'], 'test');
   // The browser first: a launch that fails must not leave a server running.
   const browser = await launchBrowser();
