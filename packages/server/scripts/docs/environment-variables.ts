@@ -14,7 +14,7 @@ export interface DirectVariable {
 
 export const DIRECT_VARIABLES: Readonly<Record<string, DirectVariable>> = {
   ECAPI_MASTER_KEY: {
-    commands: 'every command that seals or opens a secret (`serve`, `key`, `data-set create`, `send --demo`, …)',
+    commands: 'every command that seals or opens a secret (`serve`, `key`, `send --demo`, …)',
     what: 'the master key itself: 64 hex characters or base64 of 32 bytes. Takes precedence over `--master-key-file` and `<data-dir>/master.key`',
   },
   ECAPI_LOG_LEVEL: { commands: '`serve`, `worker`', what: 'the log level (pino: `trace`, `debug`, `info`, `warn`, `error`, `fatal`, `silent`); default `info`' },

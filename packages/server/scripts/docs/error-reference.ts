@@ -6,6 +6,7 @@
  */
 import { EventErrors } from '@ecapi-ingest/protocol';
 import { GatewayErrors, RequestErrors } from '../../src/errors.js';
+import { WWW_AUTHENTICATE } from '../../src/http/public-server.js';
 import { EVENT_ERROR_CAUSES, GATEWAY_ERROR_CAUSES, REQUEST_ERROR_CAUSES, type ErrorCause } from './error-causes.js';
 import { escapeCell } from './cli-reference.js';
 import { GENERATED_NOTICE } from './generated-notice.js';
@@ -81,6 +82,8 @@ export function renderErrorReference(): string {
     'The codes are the service\'s internal names (in logs as `error_code`); the wire carries the message.',
     'A `403` is the gateway in front of the endpoint: any path or method other than `POST /v1/events`,',
     'answered with an `x-amzn-ErrorType` header and before credentials are looked at.',
+    `Every \`401\` carries the challenge \`WWW-Authenticate: ${WWW_AUTHENTICATE}\`: the scheme and the`,
+    'headers a request must carry (HTTP requires a challenge with a 401; clients that show it name what is missing).',
     '',
     '## Per-event errors',
     '',

@@ -27,7 +27,7 @@ export function registerKeyCommands(program: Command, ctx: CliContext): void {
   key
     .command('create')
     .description('issue a key id and secret authorized for one or more data sets')
-    .requiredOption('--data-set <id...>', 'data set(s) the key may write to (repeatable)')
+    .requiredOption('--data-set <id...>', 'data set(s) the key may write to (required, repeatable)')
     .action((opts: { dataSet: string[] }) =>
       ctx.withControl(async (cp, g) => {
         const issued = await cp.createKey(opts.dataSet);

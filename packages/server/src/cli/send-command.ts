@@ -101,7 +101,7 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
       if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) throw new UsageError(`invalid --concurrency "${opts.concurrency}": expected 1 to 256`);
       const maxRetries = Number(opts.maxRetries);
       if (!Number.isInteger(maxRetries) || maxRetries < 0) throw new UsageError(`invalid --max-retries "${opts.maxRetries}": expected a whole number`);
-      if (!dataSet) throw new UsageError('missing data set: set ECAPI_DATA_SET or pass --data-set');
+      if (!dataSet && !opts.dryRun) throw new UsageError('missing data set: set ECAPI_DATA_SET or pass --data-set');
       if (!opts.dryRun) {
         const missing = [!url && 'ECAPI_URL (--url)', !keyId && 'ECAPI_KEY_ID (--key-id)', !secret && 'ECAPI_SECRET (--secret)'].filter(Boolean);
         if (missing.length > 0) throw new UsageError(`missing ${missing.join(', ')}`);
@@ -119,7 +119,7 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
         if (!opts.demo) throw new UsageError('no input: give FILE.ndjson, FILE.json or - (stdin), or use --demo');
         const now = Math.floor(Date.now() / 1000);
         const sample = hashEvent({
-          data_set_id: dataSet,
+          data_set_id: DEMO_DATA_SET,
           timestamp: now,
           event_type: 'purchase',
           value: 42.5,
@@ -151,6 +151,14 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
           events.push(r.event as EventInput);
         }
       });
+      // A dry run needs no credentials: without --data-set it checks against the one data set the events name.
+      if (!dataSet) {
+        const named = new Set(events.map((e) => (e as { data_set_id?: unknown }).data_set_id).filter((id): id is string => typeof id === 'string' && id !== ''));
+        if (named.size !== 1) {
+          throw new UsageError(`missing data set: set ECAPI_DATA_SET or pass --data-set (the events name ${named.size === 0 ? 'none' : `${named.size} different ones`})`);
+        }
+        dataSet = [...named][0]!;
+      }
       const parseFailures = records.length - events.length;
       const parseProblems = records.filter((r) => r.parseError !== undefined);
       // On stderr, --json or not (--json is about stdout): the input's problems, by line number.
@@ -245,7 +253,26 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
 
       reportSend(ctx, {
         json: g.json, dryRun: opts.dryRun, demo: opts.demo, totals: allTotals, durationMs, results, lineOf, rejectsFile, failure,
-        url, dataSet, caFile, caFound, dataDir: g.dataDir, env: g.env, demoId,
+        url, dataSet, caFile, caFound, dataDir: g.dataDir, env: g.env, demoId, sameStore: sameStoreOptions(g, env),
       });
     });
+}
+
+/**
+ * The global options a command pasted from this one's output needs to read the same store: `--env`
+ * and `--data-dir` when they are not the defaults, a placeholder for a `--database-url` given on the
+ * command line (never its value: it may hold a password). Options that came from the environment
+ * hold in the same shell and are left out.
+ */
+export function sameStoreOptions(g: { env: string; dataDir: string; databaseUrl?: string | undefined }, env: NodeJS.ProcessEnv): string {
+  const parts: string[] = [];
+  if (g.env !== 'production' && env.ECAPI_ENV !== g.env) parts.push(`--env ${g.env}`);
+  if (g.dataDir !== resolve('data') && (env.ECAPI_DATA_DIR === undefined || resolve(env.ECAPI_DATA_DIR) !== g.dataDir)) parts.push(`--data-dir ${shellWord(g.dataDir)}`);
+  if (g.databaseUrl !== undefined && env.ECAPI_DATABASE_URL !== g.databaseUrl) parts.push('--database-url <the same URL>');
+  return parts.map((p) => ` ${p}`).join('');
+}
+
+/** A path as one shell word: quoted when it holds anything but safe characters. */
+function shellWord(path: string): string {
+  return /^[\w./@%+=:,-]+$/.test(path) ? path : `'${path.replaceAll("'", "'\\''")}'`;
 }

@@ -133,6 +133,8 @@ export interface SendOutcome {
   readonly env?: string;
   /** --demo: the id of the sample event, which the README quickstart's next step looks up. */
   readonly demoId: string | null;
+  /** The global options the look-up of the demo event needs to read the same environment (`--env test`, `--data-dir ...`): empty for the defaults. */
+  readonly sameStore?: string;
 }
 
 /** Prints the summary (stdout) and the problems (stderr), and sets the exit code. */
@@ -157,7 +159,7 @@ export function reportSend(ctx: CliContext, o: SendOutcome): void {
         `${plural(summary.requests, 'request', 'requests')}, ${plural(summary.retries, 'retry', 'retries')}`,
     );
     if (demoId !== null) {
-      ctx.out(`event id: ${demoId}\nSee it in the merged view in a moment: npx ecapi-ingest events get ${dataSet} ${demoId}`);
+      ctx.out(`event id: ${demoId}\nSee it in the merged view in a moment: npx ecapi-ingest${o.sameStore ?? ''} events get ${dataSet} ${demoId}`);
     }
   }
   // Under a request-level failure every undeliverable event has that one error: said once, below.

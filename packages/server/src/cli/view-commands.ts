@@ -223,7 +223,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
   events
     .command('export')
     .description('print merged records as NDJSON, in order of first arrival')
-    .requiredOption('--data-set <id>', 'data set')
+    .requiredOption('--data-set <id>', 'data set (required)')
     .option('--since <time>', 'only records updated since: a duration back from now (24h) or an ISO 8601 time')
     .action((opts: { dataSet: string; since?: string }) =>
       withReader(async (reader) => {

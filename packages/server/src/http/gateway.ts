@@ -13,6 +13,8 @@ import { GatewayErrors, RequestErrors } from '../errors.js';
 export interface GatewayAnswer {
   readonly status: number;
   readonly body: string;
+  /** Its code in the error reference (errors.ts), for the test environment's list and logs. */
+  readonly code: 'UNKNOWN_VERSION' | keyof typeof GatewayErrors;
   readonly errorType?: string;
 }
 
@@ -29,14 +31,14 @@ export function gatewayAnswer(method: string, path: string, authorization: strin
   if (method === 'POST') {
     if (path === EVENTS_PATH) return null;
     if (VERSIONED_EVENTS_PATH.test(path)) {
-      return { status: 404, body: JSON.stringify({ error: RequestErrors.UNKNOWN_VERSION.message() }) };
+      return { status: 404, code: 'UNKNOWN_VERSION', body: JSON.stringify({ error: RequestErrors.UNKNOWN_VERSION.message() }) };
     }
   }
   if (authorization === undefined) {
     const e = GatewayErrors.MISSING_AUTH_TOKEN;
-    return { status: e.status, errorType: e.errorType, body: JSON.stringify({ message: e.message() }) };
+    return { status: e.status, code: 'MISSING_AUTH_TOKEN', errorType: e.errorType, body: JSON.stringify({ message: e.message() }) };
   }
   const e = GatewayErrors.INCOMPLETE_SIGNATURE;
   const hash = createHash('sha256').update(authorization, 'utf8').digest('base64');
-  return { status: e.status, errorType: e.errorType, body: JSON.stringify({ message: e.message(hash) }) };
+  return { status: e.status, code: 'INCOMPLETE_SIGNATURE', errorType: e.errorType, body: JSON.stringify({ message: e.message(hash) }) };
 }

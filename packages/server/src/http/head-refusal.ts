@@ -59,7 +59,7 @@ export function headRefusal(req: IncomingMessage | Http2ServerRequest, address: 
   const gateway = gatewayAnswer(req.method ?? '', pathOf(req.url ?? '/'), req.headers.authorization);
   if (gateway) {
     return {
-      outcome: { status: gateway.status, body: gateway.body, accepted: 0, rejected: 0 },
+      outcome: { status: gateway.status, body: gateway.body, accepted: 0, rejected: 0, errorCode: gateway.code },
       headers: gateway.errorType ? { 'x-amzn-errortype': gateway.errorType } : undefined,
     };
   }

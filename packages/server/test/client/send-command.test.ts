@@ -8,9 +8,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { main } from '../../src/cli/main.js';
-import { progressLine } from '../../src/cli/send-command.js';
+import { progressLine, sameStoreOptions } from '../../src/cli/send-command.js';
 import { exportQueue, profileArgs, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
 
 let dataDir: string;
@@ -55,9 +55,12 @@ test('send --demo sends a signed sample event with the demo key and prints its i
 
   const text = await run(['send', '--demo', '--no-progress', '--url', `https://127.0.0.1:${server.port}`]);
   assert.equal(text.code, 0, text.stderr);
-  const m = /^1 event in [\d.]+ s: 1 accepted, 0 rejected, 0 undeliverable; 1 request, 0 retries\nevent id: (\S+)\nSee it in the merged view in a moment: npx ecapi-ingest events get demo (\S+)\n$/.exec(text.stdout);
+  const m = /^1 event in [\d.]+ s: 1 accepted, 0 rejected, 0 undeliverable; 1 request, 0 retries\nevent id: (\S+)\nSee it in the merged view in a moment: npx ecapi-ingest(.*) events get demo (\S+)\n$/.exec(text.stdout);
   assert.ok(m, text.stdout);
-  assert.equal(m[1], m[2]);
+  assert.equal(m[1], m[3]);
+  // The look-up reads the store this send read: its --data-dir (not the default), never a database URL's value.
+  assert.ok(m[2]!.startsWith(` --data-dir ${dataDir}`), m[2]);
+  if ((await profileArgs(dataDir)).length > 0) assert.ok(m[2]!.endsWith(' --database-url <the same URL>'), m[2]);
   const ids = (await exportQueue(dataDir, 'production', ['--data-set', 'demo'])).map((q) => q.event.id);
   assert.ok(ids.includes(m[1]!), 'the printed id is the queued event');
 });
@@ -116,6 +119,19 @@ test('--dry-run validates without sending or credentials', async () => {
   assert.equal((await exportQueue(dataDir)).length, before);
   const ok = await run(['send', '--dry-run', '--data-set', 'cli', file.replace('dry', 'events')]);
   assert.equal(ok.code, 1, 'the events file above has an invalid line');
+
+  // Without --data-set: the one data set the events name; none or several is a usage error saying so.
+  const named = join(work, 'dry-named.ndjson');
+  writeFileSync(named, [JSON.stringify({ data_set_id: 'cli', timestamp: ts(), event_type: 'purchase', value: 1, currency_code: 'USD' }), JSON.stringify({ data_set_id: 'cli', timestamp: ts(), event_type: 'page_view' })].join('\n'));
+  const fromEvents = await run(['--json', 'send', '--dry-run', named]);
+  assert.equal(fromEvents.code, 0, fromEvents.stderr);
+  assert.deepEqual([JSON.parse(fromEvents.stdout).data_set, JSON.parse(fromEvents.stdout).accepted], ['cli', 2]);
+  const none = await run(['send', '--dry-run', file]);
+  assert.equal(none.code, 2);
+  assert.match(none.stderr, /^error: missing data set: set ECAPI_DATA_SET or pass --data-set \(the events name none\)$/m);
+  const two = join(work, 'dry-two.ndjson');
+  writeFileSync(two, [JSON.stringify({ data_set_id: 'a', timestamp: ts(), event_type: 'page_view' }), JSON.stringify({ data_set_id: 'b', timestamp: ts(), event_type: 'page_view' })].join('\n'));
+  assert.match((await run(['send', '--dry-run', two])).stderr, /\(the events name 2 different ones\)/);
 });
 
 test('a wrong secret is one authentication error with its fix (exit 4), not N rejected events; a refused connection is one error naming the URL (exit 4)', async () => {
@@ -252,4 +268,16 @@ test('missing credentials or input: one error line, non-zero exit', async () => 
   const noInput = await run(['send'], envCreds());
   assert.equal(noInput.code, 2);
   assert.match(noInput.stderr, /no input/);
+});
+
+test('the pasted look-up names the options that differ from the defaults and did not come from the environment; never a database URL', () => {
+  const defaults = { env: 'production', dataDir: resolve('data') };
+  assert.equal(sameStoreOptions(defaults, {}), '');
+  assert.equal(sameStoreOptions({ ...defaults, env: 'test' }, {}), ' --env test');
+  assert.equal(sameStoreOptions({ ...defaults, env: 'test' }, { ECAPI_ENV: 'test' }), '', 'ECAPI_ENV holds in the same shell');
+  assert.equal(sameStoreOptions({ ...defaults, dataDir: '/srv/ecapi data' }, {}), " --data-dir '/srv/ecapi data'");
+  assert.equal(sameStoreOptions({ ...defaults, dataDir: '/srv/x' }, { ECAPI_DATA_DIR: '/srv/x' }), '');
+  const url = 'postgres://u:pw@db/ecapi';
+  assert.equal(sameStoreOptions({ ...defaults, databaseUrl: url }, {}), ' --database-url <the same URL>');
+  assert.equal(sameStoreOptions({ ...defaults, databaseUrl: url }, { ECAPI_DATABASE_URL: url }), '');
 });

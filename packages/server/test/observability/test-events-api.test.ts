@@ -65,13 +65,15 @@ test('test environment: requests refused as a whole are listed with their reason
     const leaky = sampleEvent('acme-web', { id: 'ann.ct@example.com', user_data: { email_address: ['ann.ct@example.com'] } });
     const wrongType = await postSigned(server.port, server.ca, creds, 'acme-web', JSON.stringify(leaky), { headers: { 'content-type': 'text/plain' } });
     assert.equal(wrongType.status, 400);
-    // 4. The gateway: another path.
+    // 4. The gateway: another path, and another version.
     const gateway = await request(server.port, server.ca, { method: 'GET', path: '/v1/other' });
     assert.equal(gateway.status, 403);
+    const version = await request(server.port, server.ca, { method: 'POST', path: '/v2/events' });
+    assert.equal(version.status, 404);
 
-    const failed = await eventually('four failures', async () => {
+    const failed = await eventually('five failures', async () => {
       const events = await list('?outcome=failed');
-      return events.length >= 4 ? events : null;
+      return events.length >= 5 ? events : null;
     });
     const byId = (id: string) => failed.find((e) => e.request_id === id)!;
     const sig = byId(badSig.headers['x-request-id'] as string);
@@ -107,6 +109,11 @@ test('test environment: requests refused as a whole are listed with their reason
     assert.equal(gw.error, gateway.json().message);
     assert.equal(gw.path, '/v1/other');
     assert.equal(gw.method, 'GET');
+    assert.equal(gw.error_code, 'MISSING_AUTH_TOKEN', 'gateway answers carry their code from the error reference too');
+    const v2 = byId(version.headers['x-request-id'] as string);
+    assert.equal(v2.status, 404);
+    assert.equal(v2.error, version.json().error);
+    assert.equal(v2.error_code, 'UNKNOWN_VERSION');
 
     // Never a plain identifier or the signature in what the API serves.
     const everything = JSON.stringify(await list());
