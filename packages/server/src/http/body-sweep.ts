@@ -32,10 +32,13 @@
  *   A pass that drops nothing allocates nothing.
  * - The handler removes a watch when its body completes or its response closes: a watch left
  *   behind would be swept (and its connection destroyed) after the response.
+ * - Each drop is logged (`request dropped`, with the reason's text) and told to `onDrop` by its
+ *   timeout (public-server.ts counts it: ecapi_public_timeouts_total): on the drop path only.
  */
 import { constants as h2, type Http2ServerRequest } from 'node:http2';
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from '../observability/logger.js';
+import type { PublicTimeout } from '../observability/service-metrics.js';
 import type { FailedAuthShedder } from '../rate-limit/failed-auth-shedder.js';
 
 export const DEFAULT_BODY_IDLE_TIMEOUT_MS = 10_000;
@@ -77,12 +80,22 @@ export interface BodySweepLimits {
   readonly minBodyBytesPerSecond: number;
 }
 
+/** Why the sweep drops a request: the timeout it is counted under (ecapi_public_timeouts_total). */
+export type BodyDrop = Extract<PublicTimeout, 'request' | 'body_idle' | 'body_rate'>;
+
+/** The reason as the `request dropped` log line writes it. */
+const DROP_LOG_TEXT: Readonly<Record<BodyDrop, string>> = {
+  request: 'request timeout',
+  body_idle: 'body idle timeout',
+  body_rate: 'body slower than the minimum rate',
+};
+
 /** Why `watch` is to be dropped at time `clock`, or null. */
-function dropReason(watch: BodyWatch, clock: number, limits: BodySweepLimits): string | null {
+function dropReason(watch: BodyWatch, clock: number, limits: BodySweepLimits): BodyDrop | null {
   const { requestTimeoutMs, bodyIdleTimeoutMs, minBodyBytesPerSecond } = limits;
   const req = watch.req;
   if ('stream' in req) {
-    if (clock - watch.startedAt > requestTimeoutMs) return 'request timeout';
+    if (clock - watch.startedAt > requestTimeoutMs) return 'request';
     if (watch.paused) {
       // Waiting for the budget: the request's buffer and the stream's fill behind our pause, then the
       // stream's flow-control window runs out and the client is blocked: our pause.
@@ -99,7 +112,7 @@ function dropReason(watch: BodyWatch, clock: number, limits: BodySweepLimits): s
         return null;
       }
       if (state.localWindowSize === 0 || clock - watch.lastDataAt <= bodyIdleTimeoutMs) return null;
-      return 'body idle timeout';
+      return 'body_idle';
     }
   } else if (watch.paused) {
     // HTTP/1.1: Node keeps reading the socket into the paused request until its buffer is full, so
@@ -116,20 +129,23 @@ function dropReason(watch: BodyWatch, clock: number, limits: BodySweepLimits): s
       return null;
     }
     if (req.readableLength >= req.readableHighWaterMark || clock - watch.lastDataAt <= bodyIdleTimeoutMs) return null;
-    return 'body idle timeout';
+    return 'body_idle';
   }
-  if (clock - watch.lastDataAt > bodyIdleTimeoutMs) return 'body idle timeout';
+  if (clock - watch.lastDataAt > bodyIdleTimeoutMs) return 'body_idle';
   if (
     watch.untrusted && watch.admittedAt > 0 && minBodyBytesPerSecond > 0 &&
     watch.bytes < ((clock - watch.admittedAt - bodyIdleTimeoutMs) / 1000) * minBodyBytesPerSecond
-  ) return 'body slower than the minimum rate';
+  ) return 'body_rate';
   return null;
 }
 
-/** One pass over the watched bodies at time `clock`: drops (and forgets) those past a deadline. */
-export function sweepBodies(watched: Set<BodyWatch>, clock: number, limits: BodySweepLimits, logger: Logger, failedAuth: FailedAuthShedder): void {
+/** One pass over the watched bodies at time `clock`: drops (and forgets) those past a deadline, each told to `onDrop`. */
+export function sweepBodies(
+  watched: Set<BodyWatch>, clock: number, limits: BodySweepLimits, logger: Logger, failedAuth: FailedAuthShedder,
+  onDrop?: (reason: BodyDrop) => void,
+): void {
   let dropped: BodyWatch[] | null = null;
-  let reasons: string[] | null = null;
+  let reasons: BodyDrop[] | null = null;
   for (const watch of watched) {
     const reason = dropReason(watch, clock, limits);
     if (reason === null) continue;
@@ -143,8 +159,9 @@ export function sweepBodies(watched: Set<BodyWatch>, clock: number, limits: Body
     const reason = reasons![i]!;
     watch.drop();
     // The HTTP/1.1 request timeout is Node's own (no log line); these are ours.
-    logger.info({ request_id: watch.requestId, dropped: reason, body_bytes: watch.bytes, http: watch.req.httpVersion }, 'request dropped');
-    if (reason !== 'request timeout') failedAuth.recordFailure(watch.address, watch.keyId);
+    logger.info({ request_id: watch.requestId, dropped: DROP_LOG_TEXT[reason], body_bytes: watch.bytes, http: watch.req.httpVersion }, 'request dropped');
+    onDrop?.(reason);
+    if (reason !== 'request') failedAuth.recordFailure(watch.address, watch.keyId);
     if ('stream' in watch.req) {
       if (!watch.req.stream.destroyed) watch.req.stream.close(h2.NGHTTP2_CANCEL);
     } else {

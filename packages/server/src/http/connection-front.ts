@@ -22,6 +22,10 @@
  * pending handshakes that public-tls-server.ts caps. The client addresses handed to TLS wait in one
  * map only until that connection's handshake ends or it closes.
  *
+ * What this front refuses (the timeout, a plain-HTTP request, a PROXY header it does not accept) is
+ * told to `onRefused` (public-tls-server.ts: ecapi_tls_handshake_failures_total), on that path only;
+ * a connection its client closes before a byte is not (TCP health checks do that all day).
+ *
  * Node detail relied on: the TLS server takes connections through its 'connection' listener
  * (tlsConnectionListener), which wraps the raw socket and reads what it already buffered first.
  * installConnectionFront takes that listener out and calls it itself after the first bytes; it
@@ -30,6 +34,7 @@
 import type { BlockList, Socket } from 'node:net';
 import type { Server as TlsServer } from 'node:tls';
 import { RequestErrors } from '../errors.js';
+import type { HandshakeFailureReason } from '../observability/service-metrics.js';
 import { classifyFirstBytes } from './first-bytes.js';
 import { DEFAULT_PROXY_V2_MAX_BYTES, parseProxyHeader } from './proxy-protocol.js';
 import { isTrustedPeer } from './trusted-proxies.js';
@@ -41,7 +46,12 @@ export interface ConnectionFrontOptions {
   readonly timeoutMs: number;
   /** The longest PROXY header accepted (v2 with its TLVs). */
   readonly maxHeaderBytes?: number;
+  /** A connection this front ended: its first bytes late, a plain-HTTP request answered, a PROXY header refused. */
+  readonly onRefused?: (reason: FrontRefusal) => void;
 }
+
+/** What connection-front.ts ends before TLS, as ecapi_tls_handshake_failures_total labels it. */
+export type FrontRefusal = Extract<HandshakeFailureReason, 'timeout' | 'plain_http' | 'proxy_header'>;
 
 export interface ConnectionFront {
   /**
@@ -88,6 +98,7 @@ export function installConnectionFront(server: TlsServer, options: ConnectionFro
   server.removeListener('connection', tlsListener);
   const maxHeaderBytes = options.maxHeaderBytes ?? DEFAULT_PROXY_V2_MAX_BYTES;
   const trustedProxies = options.trustedProxies;
+  const refused = options.onRefused ?? noop;
   /** Client addresses from PROXY headers, by peer "address|port", until the TLS handshake ends. */
   const clients = new Map<string, string>();
 
@@ -97,7 +108,12 @@ export function installConnectionFront(server: TlsServer, options: ConnectionFro
     const proxyAllowed = trustedProxies !== null && isTrustedPeer(trustedProxies, raw.remoteAddress);
     let pending: Buffer | null = null;
     let headerDone = false;
-    const timer = setTimeout(() => raw.destroy(), options.timeoutMs);
+    const timer = setTimeout(() => {
+      // Not a client that left (closed before a byte: not counted), nor one the handshake cap dropped.
+      if (raw.destroyed) return;
+      raw.destroy();
+      refused('timeout');
+    }, options.timeoutMs);
     timer.unref();
 
     const handOn = (rest: Buffer): void => {
@@ -115,12 +131,16 @@ export function installConnectionFront(server: TlsServer, options: ConnectionFro
         const kind = classifyFirstBytes(data);
         if (kind === 'proxy') {
           if (!proxyAllowed) {
+            clearTimeout(timer);
             raw.destroy();
+            refused('proxy_header');
             return;
           }
           const parsed = parseProxyHeader(data, maxHeaderBytes);
           if (parsed.kind === 'invalid') {
+            clearTimeout(timer);
             raw.destroy();
+            refused('proxy_header');
             return;
           }
           if (parsed.kind === 'incomplete') {
@@ -152,6 +172,7 @@ export function installConnectionFront(server: TlsServer, options: ConnectionFro
       if (kind === 'http') {
         raw.removeListener('data', onData);
         answerPlainHttp(raw);
+        refused('plain_http');
         return;
       }
       // TLS, or bytes TLS will refuse (a second PROXY header included).

@@ -16,7 +16,8 @@
  * the connection cap), the count of requests refused on a connection that never authenticated
  * (early-answer.ts countRefusal, in that state: the 3rd ends it), the metrics of these defences
  * (the connection gauges, the closes by reason, HTTP/2 streams refused while too many untrusted
- * bodies wait), and shutdown. The client address
+ * bodies wait) and of what the TLS server's hooks and the body sweep report (handshake failures,
+ * timeouts and stalled bodies, protocol errors), and shutdown. The client address
  * that shedding counts is keyed by rate-limit/client-key.ts (IPv6 by /64). Log lines of refusals
  * before authentication are aggregated by the log writer (observability/logger.ts). The threat
  * model and every bound: docs/SECURITY.md.
@@ -42,7 +43,7 @@ import { clientKeyOf } from '../rate-limit/client-key.js';
 import { BodyBudget } from './body-budget.js';
 import { handleEventsRequest, requestErrorOutcome, type EventsOutcome, type EventsRequestDeps } from './events-request.js';
 import { clientAddressOf, connectionOf, createPublicTlsServer, type PublicServerConfig } from './public-tls-server.js';
-import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_MIN_BODY_BYTES_PER_SECOND, SWEEP_MS, sweepBodies, type BodySweepLimits, type BodyWatch } from './body-sweep.js';
+import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_MIN_BODY_BYTES_PER_SECOND, SWEEP_MS, sweepBodies, type BodyDrop, type BodySweepLimits, type BodyWatch } from './body-sweep.js';
 import { closeAfterResponse, countRefusal } from './early-answer.js';
 import { headRefusal } from './head-refusal.js';
 import { BodyReader, type ReaderHost } from './body-reader.js';
@@ -91,7 +92,14 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
   const bodyIdleTimeoutMs = config.bodyIdleTimeoutMs ?? DEFAULT_BODY_IDLE_TIMEOUT_MS;
   const minBodyBytesPerSecond = config.minBodyBytesPerSecond ?? DEFAULT_MIN_BODY_BYTES_PER_SECOND;
   // Trust is the TLS server's: each connection's state (connectionOf), trusted once trust() is told.
-  const tls = createPublicTlsServer(config, { onDefenceClose: (reason) => deps.metrics.countDefenceClose(reason) });
+  // What the defences and Node's own layers end, counted on their close and error paths (never per request).
+  const metrics = deps.metrics;
+  const tls = createPublicTlsServer(config, {
+    onDefenceClose: (reason) => metrics.countDefenceClose(reason),
+    onHandshakeFailure: (reason) => metrics.countHandshakeFailure(reason),
+    onTimeout: (timeout) => metrics.countTimeout(timeout),
+    onProtocolError: (protocol) => metrics.countProtocolError(protocol),
+  });
   const { server, sockets, active, sessions } = tls;
   deps.metrics.watchConnections({ connections: () => sockets.size, untrusted: tls.untrustedConnections });
 
@@ -108,9 +116,10 @@ export function buildServer(config: PublicServerConfig, deps: PublicServerDeps):
 
   /** Drops requests whose body stalls or crawls (and HTTP/2 streams past the request timeout). */
   const sweepLimits: BodySweepLimits = { requestTimeoutMs, bodyIdleTimeoutMs, minBodyBytesPerSecond };
+  const countDrop = (reason: BodyDrop): void => metrics.countTimeout(reason);
   const sweep = setInterval(() => {
     readers.clock = performance.now();
-    sweepBodies(readers.watched, readers.clock, sweepLimits, deps.logger, deps.failedAuth);
+    sweepBodies(readers.watched, readers.clock, sweepLimits, deps.logger, deps.failedAuth, countDrop);
   }, SWEEP_MS);
   sweep.unref();
   server.on('close', () => clearInterval(sweep));

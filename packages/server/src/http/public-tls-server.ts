@@ -43,12 +43,23 @@
  * - What these defences close is told to `onDefenceClose` (public-server.ts counts it on /metrics:
  *   ecapi_untrusted_connections_closed_total), once per connection and only when the close is
  *   theirs: a connection already closing (after a refusal's GOAWAY, say) is not counted again.
+ * - What Node's own layers end is told to the other hooks, from the events Node emits on its error
+ *   and timeout paths (nothing is added per request or per successful handshake):
+ *   `onHandshakeFailure` ('tlsClientError', by the error's code: handshakeFailureReasonOf, a closed
+ *   mapping; and what connection-front.ts refuses), `onTimeout` ('clientError' with Node's
+ *   ERR_HTTP_REQUEST_TIMEOUT: `headers` before a request head was parsed, `request` after; the
+ *   server's 'timeout': `idle`), `onProtocolError` ('clientError' with a parser error that gets an
+ *   answer: `http1`; 'sessionError' with ERR_HTTP2_ERROR, nghttp2 ending a session with GOAWAY:
+ *   `http2`). A connection dropped by the pending-handshake cap is destroyed with an error of its
+ *   own (HANDSHAKE_CAP_CODE), so the TLS layer's report of it is not counted a second time. What
+ *   nghttp2 refuses per stream (RST_STREAM for too many header fields, say) reaches no JavaScript
+ *   event and is not counted.
  */
 import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type ServerHttp2Session } from 'node:http2';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import type { UntrustedCloseReason } from '../observability/service-metrics.js';
+import type { HandshakeFailureReason, ProtocolErrorLayer, PublicTimeout, UntrustedCloseReason } from '../observability/service-metrics.js';
 import { installConnectionFront } from './connection-front.js';
 import { parseTrustedProxies } from './trusted-proxies.js';
 
@@ -126,6 +137,33 @@ export interface PublicTlsServerHooks {
    * `handshake_cap` (never `refusals`: early-answer.ts ends those, public-server.ts counts them).
    */
   readonly onDefenceClose?: (reason: UntrustedCloseReason) => void;
+  /** A connection that ended before its TLS handshake completed (not one the pending-handshake cap dropped: onDefenceClose). */
+  readonly onHandshakeFailure?: (reason: HandshakeFailureReason) => void;
+  /** Node's HTTP/1.1 headers and request timeouts, and the idle timeout (the body guards are public-server.ts's). */
+  readonly onTimeout?: (timeout: Extract<PublicTimeout, 'headers' | 'request' | 'idle'>) => void;
+  /** A malformed HTTP/1.1 request the parser refused (answered), an HTTP/2 session nghttp2 ended for a protocol error. */
+  readonly onProtocolError?: (protocol: ProtocolErrorLayer) => void;
+}
+
+/** The code of the error a connection dropped by the pending-handshake cap is destroyed with. */
+const HANDSHAKE_CAP_CODE = 'ERR_HANDSHAKE_CAP_DROP';
+
+/** TLS alerts by which a client refuses the server's certificate (OpenSSL 3 spells the SSLv3 ones `SSL/TLS`). */
+const CERTIFICATE_ALERT = /^ERR_SSL_(?:SSLV3|SSL\/TLS|TLSV1)_ALERT_(?:BAD_CERTIFICATE|UNSUPPORTED_CERTIFICATE|CERTIFICATE_REVOKED|CERTIFICATE_EXPIRED|CERTIFICATE_UNKNOWN|UNKNOWN_CA)$/;
+
+/**
+ * The label of a handshake failure the TLS layer reported ('tlsClientError'), from the error's code
+ * alone (never its message): a closed mapping. Null for a drop by the pending-handshake cap
+ * (counted as that).
+ */
+export function handshakeFailureReasonOf(code: string | undefined): HandshakeFailureReason | null {
+  if (code === undefined) return 'other';
+  if (code === HANDSHAKE_CAP_CODE) return null;
+  if (code === 'ERR_TLS_HANDSHAKE_TIMEOUT') return 'timeout';
+  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ECONNABORTED' || code === 'ETIMEDOUT') return 'reset';
+  if (CERTIFICATE_ALERT.test(code)) return 'certificate';
+  if (code.startsWith('ERR_SSL_')) return 'protocol';
+  return 'other';
 }
 
 /**
@@ -179,6 +217,9 @@ export interface PublicTlsServer {
  */
 export function createPublicTlsServer(config: PublicServerConfig, hooks: PublicTlsServerHooks = {}): PublicTlsServer {
   const closedBy = hooks.onDefenceClose ?? ((): void => {});
+  const handshakeFailed = hooks.onHandshakeFailure ?? ((): void => {});
+  const timedOut = hooks.onTimeout ?? ((): void => {});
+  const protocolError = hooks.onProtocolError ?? ((): void => {});
   const headersTimeoutMs = config.headersTimeoutMs ?? 10_000;
   const requestTimeoutMs = config.requestTimeoutMs ?? 30_000;
   const keepAliveTimeoutMs = config.keepAliveTimeoutMs ?? 65_000;
@@ -220,6 +261,7 @@ export function createPublicTlsServer(config: PublicServerConfig, hooks: PublicT
       ? parseTrustedProxies(config.proxyProtocolFrom.join(','))
       : null,
     timeoutMs: config.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
+    onRefused: handshakeFailed,
   });
 
   // Connections mid-handshake (their first bytes included), oldest first (a Map keeps insertion order), by peer address and port.
@@ -233,7 +275,9 @@ export function createPublicTlsServer(config: PublicServerConfig, hooks: PublicT
     if (handshaking.size > maxPendingHandshakes) {
       const [oldestId, oldest] = handshaking.entries().next().value as [string, Socket];
       handshaking.delete(oldestId);
-      oldest.destroy();
+      // With an error of our own: the TLS layer passes it on to 'tlsClientError', which then knows
+      // this close is counted already (a bare destroy() would be reported as ECONNRESET).
+      oldest.destroy(Object.assign(new Error('dropped: too many connections mid-handshake'), { code: HANDSHAKE_CAP_CODE }));
       closedBy('handshake_cap');
     }
   });
@@ -314,8 +358,18 @@ export function createPublicTlsServer(config: PublicServerConfig, hooks: PublicT
   // flushes, then half-closes; the socket is destroyed a moment later, unread input dropped.
   const refused = new WeakSet<Socket>();
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
-    const answer = parserAnswers[error.code ?? ''] ?? (error.code?.startsWith('HPE_') ? BAD_REQUEST : undefined);
+    const code = error.code ?? '';
+    const answer = parserAnswers[code] ?? (code.startsWith('HPE_') ? BAD_REQUEST : undefined);
+    // The request under way (its head was parsed); none while a head is still awaited.
     const message = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    // Counted once per connection (a refused socket may report more on its way out: the EOF of its
+    // half-sent request, say), and never for TLS errors, which Node reports here too ('tlsClientError' counts those).
+    if (answer !== undefined && !refused.has(socket) && !socket.destroyed) {
+      // Node's HTTP/1.1 headers and request timeouts share this code: the head parsed or not tells them apart.
+      if (code === 'ERR_HTTP_REQUEST_TIMEOUT') timedOut(message === undefined ? 'headers' : 'request');
+      // A head cut short by the client closing is its leaving, not a malformed request.
+      else if (code !== 'HPE_INVALID_EOF_STATE') protocolError('http1');
+    }
     if (answer === undefined || refused.has(socket) || !socket.writable || message?.headersSent) {
       socket.destroy();
       return;
@@ -324,8 +378,26 @@ export function createPublicTlsServer(config: PublicServerConfig, hooks: PublicT
     socket.end(answer);
     setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS).unref();
   });
-  server.on('tlsClientError', () => {
-    // Handshake failures (plain HTTP, TLS 1.2 clients, scanners, timeouts): nothing to answer, nothing to log per event.
+  server.on('tlsClientError', (error: NodeJS.ErrnoException) => {
+    // Handshake failures (TLS 1.2 clients, scanners, timeouts): nothing to answer, nothing to log per
+    // event; counted by the error's code (never its message).
+    const reason = handshakeFailureReasonOf(error.code);
+    if (reason !== null) handshakeFailed(reason);
+  });
+  // nghttp2 ended a session for the client's protocol error (more concurrent streams than
+  // SETTINGS_MAX_CONCURRENT_STREAMS, an invalid or oversized frame, the rapid-reset and flood
+  // mitigations): Node destroys the session with ERR_HTTP2_ERROR after the GOAWAY. Other session
+  // errors (a connection reset, a client's own GOAWAY with an error code) are not refusals.
+  server.on('sessionError', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'ERR_HTTP2_ERROR') protocolError('http2');
+  });
+  // The idle timeout (server.setTimeout above): an HTTP/1.1 socket or an HTTP/2 session with nothing
+  // sent either way for keepAliveTimeoutMs. Node destroys it when no one listens (node:http
+  // socketOnTimeout, node:http2 sessionOnTimeout); listening, we must, as it would. One already
+  // ending (an untrusted one ended at its deadline) is not counted again.
+  server.on('timeout', (target: Socket | ServerHttp2Session) => {
+    if (!('writableEnded' in target && target.writableEnded) && !target.destroyed) timedOut('idle');
+    target.destroy();
   });
   const sessions = new Set<ServerHttp2Session>();
   server.on('session', (session) => {

@@ -48,6 +48,57 @@ const UNTRUSTED_CLOSE_REASONS: readonly UntrustedCloseReason[] = ['deadline', 'r
 /** Why an HTTP/2 request was refused with RST_STREAM REFUSED_STREAM (no answer, no status): the label of ecapi_http2_streams_refused_total. */
 export type StreamRefusalLimit = 'body_wait';
 
+/**
+ * Why a connection to the public port ended before its TLS handshake completed: the label of
+ * ecapi_tls_handshake_failures_total. From the TLS layer's error code (http/public-tls-server.ts,
+ * handshakeFailureReasonOf: a closed mapping) or from what the first bytes were (http/connection-front.ts).
+ */
+export type HandshakeFailureReason =
+  /** no first bytes, or no completed handshake, within --handshake-timeout */
+  | 'timeout'
+  /** the TLS layer refused the client's hello or records: TLS below 1.3, no cipher, group or ALPN protocol in common, bytes that are not TLS */
+  | 'protocol'
+  /** the client refused the server's certificate with an alert (unknown CA, bad, expired, revoked, unknown or unsupported certificate) */
+  | 'certificate'
+  /** the client closed or reset the connection mid-handshake (also a client that rejects the certificate without an alert, as Node's does) */
+  | 'reset'
+  /** a plain-HTTP request on the HTTPS port, answered with its 400 before any TLS */
+  | 'plain_http'
+  /** a PROXY protocol header from a peer outside --proxy-protocol's CIDRs (or without the option), or a malformed one */
+  | 'proxy_header'
+  /** any other error of the TLS layer */
+  | 'other';
+
+const HANDSHAKE_FAILURE_REASONS: readonly HandshakeFailureReason[] = ['timeout', 'protocol', 'certificate', 'reset', 'plain_http', 'proxy_header', 'other'];
+
+/**
+ * Which of the public port's timeouts or stall guards ended a request or a connection: the label of
+ * ecapi_public_timeouts_total (http/public-tls-server.ts: Node's HTTP/1.1 timeouts and the idle
+ * timeout; http/body-sweep.ts: the body guards and the HTTP/2 request timeout).
+ */
+export type PublicTimeout =
+  /** HTTP/1.1: no complete request head within --headers-timeout (a new connection that sends nothing included); answered 408 */
+  | 'headers'
+  /** the request (head and body) not received within --request-timeout: HTTP/1.1 answered 408 and closed, HTTP/2 stream cancelled */
+  | 'request'
+  /** no body byte for --body-idle-timeout (after the head, or between chunks): dropped, logged `request dropped` */
+  | 'body_idle'
+  /** an untrusted body averaging less than --min-body-rate after that grace: dropped, logged `request dropped` */
+  | 'body_rate'
+  /** a connection with nothing sent either way for --keep-alive-timeout: closed (the normal end of an idle keep-alive connection) */
+  | 'idle';
+
+const PUBLIC_TIMEOUTS: readonly PublicTimeout[] = ['headers', 'request', 'body_idle', 'body_rate', 'idle'];
+
+/** Which protocol layer refused what a client sent: the label of ecapi_protocol_errors_total. */
+export type ProtocolErrorLayer =
+  /** Node's HTTP/1.1 parser: a malformed request answered 400, 413 or 431 before any handler saw it */
+  | 'http1'
+  /** Node's HTTP/2 layer (nghttp2): a session ended with GOAWAY for the client's protocol error */
+  | 'http2';
+
+const PROTOCOL_ERROR_LAYERS: readonly ProtocolErrorLayer[] = ['http1', 'http2'];
+
 const GAUGES_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const;
 
 export class ServiceMetrics implements QueueCommitObserver {
@@ -148,6 +199,52 @@ export class ServiceMetrics implements QueueCommitObserver {
     labelNames: ['limit'] as const,
     registers: [this.registry],
   });
+  /**
+   * Connections that ended before their TLS handshake completed (http/public-tls-server.ts,
+   * http/connection-front.ts). Counted on the error path only, from the error's code: a successful
+   * handshake costs nothing here. Not counted: a connection its client closes before sending a byte
+   * (a TCP health check, a port scan), and one dropped by the pending-handshake cap (that is
+   * ecapi_untrusted_connections_closed_total{reason="handshake_cap"}).
+   */
+  readonly handshakeFailures = new Counter({
+    name: 'ecapi_tls_handshake_failures_total',
+    help: 'Connections to the public port that ended before their TLS handshake completed, by reason: '
+      + 'timeout (no first bytes, or no completed handshake, within --handshake-timeout), '
+      + 'protocol (refused by the TLS layer: TLS below 1.3, no cipher, group or ALPN protocol in common, bytes that are not TLS), '
+      + 'certificate (the client refused the server certificate with an alert: unknown CA, bad, expired, revoked, unknown or unsupported certificate), '
+      + 'reset (the client closed or reset the connection mid-handshake), '
+      + 'plain_http (a plain-HTTP request, answered 400 before TLS), '
+      + 'proxy_header (a PROXY protocol header from a peer not trusted by --proxy-protocol, or a malformed one), other. '
+      + 'Not counted: connections closed by their client before any byte, and drops by --max-pending-handshakes (ecapi_untrusted_connections_closed_total)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  /**
+   * Requests and connections ended by the public port's timeouts and stall guards
+   * (http/public-tls-server.ts, http/body-sweep.ts), on their close path only.
+   */
+  readonly publicTimeouts = new Counter({
+    name: 'ecapi_public_timeouts_total',
+    help: 'Requests and connections of the public port ended by a timeout or a stall guard, by timeout: '
+      + 'headers (HTTP/1.1: no complete request head within --headers-timeout; answered 408 and closed), '
+      + 'request (head and body not received within --request-timeout: HTTP/1.1 answered 408 and closed, HTTP/2 stream cancelled), '
+      + 'body_idle (no body byte for --body-idle-timeout: dropped unanswered), '
+      + 'body_rate (a body of a connection not yet authenticated below --min-body-rate: dropped unanswered), '
+      + 'idle (nothing sent either way for --keep-alive-timeout: closed; the normal end of an idle keep-alive connection). '
+      + 'The 408s are not in ecapi_requests_total',
+    labelNames: ['timeout'] as const,
+    registers: [this.registry],
+  });
+  /** What Node's HTTP/1.1 parser and HTTP/2 layer refused on their own (http/public-tls-server.ts). */
+  readonly protocolErrors = new Counter({
+    name: 'ecapi_protocol_errors_total',
+    help: 'What the public port\'s protocol layers refused before any request handler, by protocol: '
+      + 'http1 (a malformed HTTP/1.1 request, answered 400, 413 or 431 by the parser and closed; not in ecapi_requests_total), '
+      + 'http2 (an HTTP/2 session ended with GOAWAY for the client\'s protocol error: more concurrent streams than allowed, '
+      + 'an invalid or oversized frame, a header block in too many CONTINUATION frames, the rapid-reset and flood mitigations)',
+    labelNames: ['protocol'] as const,
+    registers: [this.registry],
+  });
   readonly credentialsVersion = new Gauge({
     name: 'ecapi_control_plane_version',
     help: 'Version of the control-plane snapshot the server is using',
@@ -199,6 +296,13 @@ export class ServiceMetrics implements QueueCommitObserver {
     UNTRUSTED_CLOSE_REASONS.map((reason) => [reason, this.untrustedConnectionsClosed.labels(reason)]),
   );
   readonly #streamsRefused = this.http2StreamsRefused.labels('body_wait');
+  readonly #handshakeFailures = new Map<HandshakeFailureReason, { inc(): void }>(
+    HANDSHAKE_FAILURE_REASONS.map((reason) => [reason, this.handshakeFailures.labels(reason)]),
+  );
+  readonly #timeouts = new Map<PublicTimeout, { inc(): void }>(PUBLIC_TIMEOUTS.map((timeout) => [timeout, this.publicTimeouts.labels(timeout)]));
+  readonly #protocolErrors = new Map<ProtocolErrorLayer, { inc(): void }>(
+    PROTOCOL_ERROR_LAYERS.map((protocol) => [protocol, this.protocolErrors.labels(protocol)]),
+  );
 
   /** Counts a connection closed by a pre-auth defence. */
   countDefenceClose(reason: UntrustedCloseReason): void {
@@ -208,6 +312,21 @@ export class ServiceMetrics implements QueueCommitObserver {
   /** Counts an HTTP/2 request refused with REFUSED_STREAM. */
   countStreamRefused(limit: StreamRefusalLimit): void {
     if (limit === 'body_wait') this.#streamsRefused.inc();
+  }
+
+  /** Counts a connection that ended before its TLS handshake completed. */
+  countHandshakeFailure(reason: HandshakeFailureReason): void {
+    this.#handshakeFailures.get(reason)!.inc();
+  }
+
+  /** Counts a request or connection ended by a timeout or a stall guard of the public port. */
+  countTimeout(timeout: PublicTimeout): void {
+    this.#timeouts.get(timeout)!.inc();
+  }
+
+  /** Counts what a protocol layer (Node's HTTP/1.1 parser, its HTTP/2 layer) refused on its own. */
+  countProtocolError(protocol: ProtocolErrorLayer): void {
+    this.#protocolErrors.get(protocol)!.inc();
   }
 
   readonly #requestsByStatus = new Map<number, { inc(): void }>();
@@ -234,6 +353,9 @@ export class ServiceMetrics implements QueueCommitObserver {
     // Every label value at 0 from the start: a series that appears with its first increment hides that increment from rate().
     for (const reason of UNTRUSTED_CLOSE_REASONS) this.untrustedConnectionsClosed.inc({ reason }, 0);
     this.http2StreamsRefused.inc({ limit: 'body_wait' }, 0);
+    for (const reason of HANDSHAKE_FAILURE_REASONS) this.handshakeFailures.inc({ reason }, 0);
+    for (const timeout of PUBLIC_TIMEOUTS) this.publicTimeouts.inc({ timeout }, 0);
+    for (const protocol of PROTOCOL_ERROR_LAYERS) this.protocolErrors.inc({ protocol }, 0);
   }
 
   onCommit(info: { requests: number; events: number; durationMs: number }): void {

@@ -5,7 +5,9 @@
  * --handshake-timeout 2s; default 10 s). The cap on connections mid-handshake (default 1024) is
  * tested on a second server with --max-pending-handshakes 50 and a 60 s handshake timeout, so that
  * whatever closes a silent socket there within the test is the cap, however slow the machine;
- * each of its drops is counted on /metrics, ecapi_untrusted_connections_closed_total{reason="handshake_cap"}.
+ * each of its drops is counted on /metrics, ecapi_untrusted_connections_closed_total{reason="handshake_cap"},
+ * and only there (not also in ecapi_tls_handshake_failures_total). The handshake failures themselves
+ * are counted in test/observability/defence-metrics.test.ts.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -118,6 +120,12 @@ describe(`at most ${MAX_PENDING} connections mid-handshake (issue 16, point 2)`,
         seen = { dropped: await dropped(), counted: metricValue(await metricsText(capped.adminPort), 'ecapi_untrusted_connections_closed_total{reason="handshake_cap"}') };
         return (seen.dropped > extra && seen.counted === seen.dropped) || undefined;
       }).catch(() => assert.fail(`handshake_cap drops on /metrics: ${seen.counted}, sockets dropped: ${seen.dropped}`));
+      // Counted once: a drop is not also a handshake failure (the TLS layer reports a dropped
+      // half-handshake as a reset unless the drop says it is the cap's).
+      const text = await metricsText(capped.adminPort);
+      for (const reason of ['timeout', 'protocol', 'certificate', 'reset', 'plain_http', 'proxy_header', 'other']) {
+        assert.equal(metricValue(text, `ecapi_tls_handshake_failures_total{reason="${reason}"}`), 0, `ecapi_tls_handshake_failures_total{reason="${reason}"}`);
+      }
     } finally {
       for (const { socket } of opened) socket.destroy();
     }

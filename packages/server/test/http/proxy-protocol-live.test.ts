@@ -4,7 +4,9 @@
  * - `--proxy-protocol <CIDRs>`: a PROXY v1 or v2 header from a trusted peer, written before a real
  *   TLS ClientHello (as HAProxy, nginx and Envoy do), makes the client it names the address that
  *   failed-authentication shedding counts, over HTTP/1.1 and HTTP/2; a header from a peer outside
- *   the CIDRs, or with no --proxy-protocol, closes the connection (a client cannot pick its address).
+ *   the CIDRs, or with no --proxy-protocol, closes the connection (a client cannot pick its address),
+ *   as does a malformed one; each of those closes is counted on /metrics,
+ *   ecapi_tls_handshake_failures_total{reason="proxy_header"}.
  * - plain HTTP on the HTTPS port gets a readable HTTP/1.1 400 saying to use https://, then close.
  */
 import { after, before, describe, test } from 'node:test';
@@ -18,6 +20,7 @@ import { provision, startServer, tempDataDir, type ServerProcess } from '../help
 import { postSigned, sampleEvent, type Credentials } from '../helpers/https-client.js';
 import { v1Header, v2Header } from '../helpers/proxy-headers.js';
 import { postVia, postViaH2, signedHeaders, tlsAfter } from '../helpers/proxied-post.js';
+import { metricsText, metricValue, waitFor } from '../helpers/fault-tools.js';
 
 /** Writes `preface` and then tries a TLS handshake on the same connection: does it succeed? */
 async function handshakeAfter(port: number, ca: string, preface: Buffer): Promise<boolean> {
@@ -28,6 +31,21 @@ async function handshakeAfter(port: number, ca: string, preface: Buffer): Promis
   } catch {
     return false;
   }
+}
+
+const PROXY_HEADER_REFUSALS = 'ecapi_tls_handshake_failures_total{reason="proxy_header"}';
+
+/** The PROXY headers `server` refused, on its /metrics. */
+async function proxyHeaderRefusals(server: ServerProcess): Promise<number> {
+  const value = metricValue(await metricsText(server.adminPort), PROXY_HEADER_REFUSALS);
+  assert.ok(!Number.isNaN(value), `${PROXY_HEADER_REFUSALS} in /metrics`);
+  return value;
+}
+
+async function proxyHeaderRefusalsBecome(server: ServerProcess, expected: number): Promise<void> {
+  let last = Number.NaN;
+  await waitFor(`${PROXY_HEADER_REFUSALS} = ${expected}`, async () => (last = await proxyHeaderRefusals(server)) === expected || undefined, 5000)
+    .catch(() => assert.fail(`${PROXY_HEADER_REFUSALS}: expected ${expected}, got ${last}`));
 }
 
 describe('serve --proxy-protocol from a trusted balancer', () => {
@@ -89,13 +107,15 @@ describe('serve --proxy-protocol from a trusted balancer', () => {
     assert.equal(status, 429);
   });
 
-  test('a malformed header from a trusted peer closes the connection', async () => {
+  test('a malformed header from a trusted peer closes the connection; counted as a proxy_header handshake failure', async () => {
+    const before = await proxyHeaderRefusals(server);
     assert.equal(await handshakeAfter(server.port, server.ca, Buffer.from('PROXY TCP4 203.0.113.999 127.0.0.1 1 2\r\n')), false);
     const badVersion = v2Header('inet', '203.0.113.7', 1);
     badVersion[12] = 0x31;
     assert.equal(await handshakeAfter(server.port, server.ca, badVersion), false);
-    // While a well-formed one is followed by a working handshake.
+    // While a well-formed one is followed by a working handshake (and is not counted).
     assert.equal(await handshakeAfter(server.port, server.ca, v1Header('198.51.100.11')), true);
+    await proxyHeaderRefusalsBecome(server, before + 2);
   });
 });
 
@@ -117,8 +137,10 @@ describe('PROXY headers from peers that are not trusted', () => {
 
   test('a header from outside the CIDRs, or with no --proxy-protocol, closes the connection; direct TLS still works', async () => {
     for (const server of [untrusting, plain]) {
+      const before = await proxyHeaderRefusals(server);
       assert.equal(await handshakeAfter(server.port, server.ca, v1Header('203.0.113.7')), false, 'v1 refused');
       assert.equal(await handshakeAfter(server.port, server.ca, v2Header('inet', '203.0.113.7', 1)), false, 'v2 refused');
+      await proxyHeaderRefusalsBecome(server, before + 2);
     }
     assert.equal(await postVia(untrusting, null, creds, 'pp'), 200);
     assert.equal((await postSigned(untrusting.port, untrusting.ca, creds, 'pp', JSON.stringify(sampleEvent('pp')))).status, 200);

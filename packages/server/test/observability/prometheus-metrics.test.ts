@@ -71,8 +71,16 @@ function queryableNames(text: string): Set<string> {
 /** Label names and allowed values: a set of values, or a pattern. Anything else fails the audit. */
 const LABELS: Record<string, ReadonlySet<string> | RegExp> = {
   status: /^[1-5][0-9][0-9]$/,
-  // ecapi_events_rejected_total; ecapi_untrusted_connections_closed_total (the pre-auth defences' closes).
-  reason: new Set(['schema', 'missing_field', 'invalid_field', 'not_hashed', 'data_set_mismatch', 'other', 'deadline', 'refusals', 'connection_cap', 'handshake_cap']),
+  // ecapi_events_rejected_total; ecapi_untrusted_connections_closed_total (the pre-auth defences' closes);
+  // ecapi_tls_handshake_failures_total.
+  reason: new Set([
+    'schema', 'missing_field', 'invalid_field', 'not_hashed', 'data_set_mismatch', 'other', 'deadline', 'refusals', 'connection_cap', 'handshake_cap',
+    'timeout', 'protocol', 'certificate', 'reset', 'plain_http', 'proxy_header',
+  ]),
+  // ecapi_public_timeouts_total.
+  timeout: new Set(['headers', 'request', 'body_idle', 'body_rate', 'idle']),
+  // ecapi_protocol_errors_total.
+  protocol: new Set(['http1', 'http2']),
   // ecapi_rate_limited_total; ecapi_http2_streams_refused_total (body_wait).
   limit: new Set(['burst', 'requests', 'events', 'failed_auth', 'body_wait']),
   // A schema path in its stored form: known members, `[]` for indexes, `*` for unknown members.
