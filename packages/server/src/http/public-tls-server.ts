@@ -178,6 +178,8 @@ export function clientAddressOf(socket: Socket | undefined): string {
 }
 
 export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
+/** HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE (names, values and 32 bytes a field, decoded). HTTP/1.1 heads: Node's 16 KiB. */
+export const MAX_HEADER_LIST_BYTES = 64 * 1024;
 
 /** Node's bare answers to what its HTTP/1.1 parser refuses (as node:http writes them), by error code. */
 const BAD_REQUEST = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n';
@@ -235,7 +237,10 @@ export function createPublicTlsServer(config: PublicServerConfig, hooks: PublicT
     minVersion: 'TLSv1.3',
     maxVersion: 'TLSv1.3',
     ALPNProtocols: ['h2', 'http/1.1'],
-    settings: { maxConcurrentStreams: 256 },
+    // maxHeaderListSize must be given to be sent: Node advertises none by default, and nghttp2 then
+    // takes header blocks up to its CONTINUATION bound (~128 KiB measured). Enforced once the client
+    // acknowledges the SETTINGS (before that, that bound and maxSessionMemory hold).
+    settings: { maxConcurrentStreams: 256, maxHeaderListSize: MAX_HEADER_LIST_BYTES },
     // A client that connects and never completes the handshake is dropped. Only read at construction.
     handshakeTimeout: config.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
   });

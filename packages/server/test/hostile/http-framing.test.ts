@@ -193,6 +193,28 @@ describe('slow clients', () => {
     assert.equal(status, 0, 'no response');
   });
 
+  test('HTTP/2 header lists: the server advertises 64 KiB and refuses a larger one; a normal one is answered', async () => {
+    const session = http2.connect(`https://localhost:${server.port}`, { ca: server.ca });
+    session.on('error', () => {});
+    const settings = await new Promise<http2.Settings>((r) => session.once('remoteSettings', r));
+    assert.equal(settings.maxHeaderListSize, 64 * 1024);
+    // Past the client's SETTINGS acknowledgement: the limit is the server's own from then on.
+    await new Promise((r) => session.ping(r));
+    const attempt = (bytes: number) => new Promise<string>((resolve) => {
+      const headers: http2.OutgoingHttpHeaders = { ':method': 'POST', ':path': '/v1/events', 'content-type': 'application/json' };
+      for (let i = 0; i < 8; i++) headers[`x-filler-${i}`] = 'a'.repeat(bytes / 8);
+      const stream = session.request(headers);
+      stream.on('response', (h) => resolve(`status ${h[':status']}`));
+      stream.on('error', (e: NodeJS.ErrnoException) => resolve(`error ${e.code}`));
+      stream.on('close', () => resolve(`closed ${stream.rstCode}`));
+      stream.end('{}');
+      stream.resume();
+    });
+    assert.equal(await attempt(16_000), 'status 401', 'a normal head is answered (unsigned: 401)');
+    assert.match(await attempt(100_000), /^(error|closed)/, 'a 100 KB header list gets no answer');
+    session.destroy();
+  });
+
   test('an HTTP/2 client that disconnects mid-body gets nothing processed', async () => {
     const b = body('h2-cut');
     const session = http2.connect(`https://localhost:${server.port}`, { ca: server.ca });
