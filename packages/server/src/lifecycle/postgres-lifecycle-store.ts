@@ -232,18 +232,36 @@ export class PostgresLifecycleStore implements LifecycleStore {
  * The suppression list of a PostgreSQL consumer: reloaded when `lifecycle_meta.version` moved. The
  * consumer calls `refresh` with its lane's offset row locked before every batch
  * (consumer/view-consumer.ts), so `pool` must not be the one the batches hold their
- * connections from (storage/postgres-storage.ts gives it a pool of its own); concurrent calls are
- * fine (each returns with at least the version it read loaded).
+ * connections from (storage/postgres-storage.ts gives it a pool of its own, of one connection).
+ *
+ * Calls share reads: one read at a time, and the calls that arrive while one runs share the next,
+ * which starts after all of them were made. So every call returns with the list as it was at some
+ * moment after the call (what the lock argument needs: a suppression committed before the lane took
+ * its lock is seen), and the busy lanes of a worker (up to 16 partitions, more lanes in the sharded
+ * layout) cost at most two reads in a row instead of queuing one each on the single connection.
  */
 export class PostgresSuppressionList implements SuppressionFilter {
   readonly #pool: Pool;
   readonly #set = new SuppressionSet();
+  #chain: Promise<void> = Promise.resolve();
+  #next: Promise<void> | null = null;
 
   constructor(pool: Pool) {
     this.#pool = pool;
   }
 
-  async refresh(): Promise<void> {
+  refresh(): Promise<void> {
+    if (this.#next) return this.#next;
+    const run = this.#chain.then(() => {
+      this.#next = null;
+      return this.#read();
+    });
+    this.#next = run;
+    this.#chain = run.catch(() => undefined);
+    return run;
+  }
+
+  async #read(): Promise<void> {
     const meta = (await this.#pool.query<{ digest_key: Buffer; version: string }>('SELECT digest_key, version FROM lifecycle_meta WHERE id = 1')).rows[0];
     if (!meta || Number(meta.version) === this.#set.version) return;
     const { rows } = await this.#pool.query<{ data_set_id: string; digest: string }>('SELECT data_set_id, digest FROM suppressions');
