@@ -27,6 +27,7 @@ import { registerServeCommand } from './serve-command.js';
 import { registerViewCommands } from './view-commands.js';
 import { registerLifecycleCommands } from './lifecycle-commands.js';
 import { diskFullMessage, isDiskFull } from './storage-health.js';
+import { connectionErrorAdvice } from '../postgres/connection-defaults.js';
 
 /** The version of this package (dist/src/cli/main.js -> packages/server/package.json). */
 const VERSION = (createRequire(import.meta.url)('../../../package.json') as { version: string }).version;
@@ -145,7 +146,9 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     }
     // A full disk, whichever store met it, is said as such (not as a library's SQLITE_FULL or a null read).
     const where = cli.program.opts<{ dataDir: string; databaseUrl?: string }>();
-    const message = isDiskFull(error) ? diskFullMessage({ dataDir: resolve(where.dataDir), databaseUrl: where.databaseUrl }, error) : error instanceof Error ? error.message : String(error);
+    const message = isDiskFull(error)
+      ? diskFullMessage({ dataDir: resolve(where.dataDir), databaseUrl: where.databaseUrl }, error)
+      : (connectionErrorAdvice(error) ?? (error instanceof Error ? error.message : String(error)));
     io.stderr.write(`error: ${message.split('\n')[0]}\n`);
     return error instanceof CliError ? error.exitCode : 1;
   }

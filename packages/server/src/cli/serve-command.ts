@@ -18,7 +18,8 @@ import { DEFAULT_FAILED_AUTH_LIMITS } from '../rate-limit/failed-auth-shedder.js
 import { startConsumerSupervisor, type ConsumerSupervisor } from '../consumer/consumer-supervisor.js';
 import type { CliContext } from './cli-context.js';
 import { parsePort, parsePositive } from './cli-parsers.js';
-import { watchNpmStartParent } from './npm-start-parent.js';
+import { connectionErrorAdvice } from '../postgres/connection-defaults.js';
+import { npmLauncherOf, watchNpmParent } from './npm-parent-watch.js';
 import { parseTrustedProxies } from '../http/trusted-proxies.js';
 
 /** --proxy-protocol's list, checked now (a bad entry stops `serve` with one line), kept as text. */
@@ -73,7 +74,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
           // The primary reports the failed start, with this line, as the one line `serve` exits
           // with; then leave: the IPC channel to the primary would otherwise keep this process alive.
           if (process.env.ECAPI_DEBUG_STACK) ctx.io.stderr.write(`${error.stack}\n`);
-          const failed: WorkerMessage = { type: 'ecapi:start-failed', message: error.message };
+          const failed: WorkerMessage = { type: 'ecapi:start-failed', message: connectionErrorAdvice(error) ?? error.message };
           if (process.connected) process.send!(failed, () => process.exit(1));
           else {
             ctx.io.stderr.write(`error: worker ${process.pid}: ${error.message}\n`);
@@ -158,8 +159,8 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
             resolveDone();
           });
         };
-        // Under `npm start`, a SIGTERM to npm kills the shell between them, not serve (npm-start-parent.ts).
-        stopWatch = watchNpmStartParent({ env: ctx.io.env, onGone: () => stopping.stop?.({ reason: 'the npm start that ran it has exited' }) });
+        // Under `npm start` or npx, a SIGTERM to npm kills the shell between them, not serve (npm-parent-watch.ts).
+        stopWatch = watchNpmParent({ env: ctx.io.env, onGone: () => stopping.stop?.({ reason: `the ${npmLauncherOf(ctx.io.env)} that ran it has exited` }) });
       }));
       if (stopping.asked) {
         stopping.stop?.(stopping.asked);

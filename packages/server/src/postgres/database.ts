@@ -9,6 +9,7 @@
  */
 import pg from 'pg';
 import type { Environment } from '../config.js';
+import { withLibpqDefaults } from './connection-defaults.js';
 import { MIGRATIONS } from './migrations.js';
 
 export type Pool = pg.Pool;
@@ -39,7 +40,8 @@ export function createPool(
 ): pg.Pool {
   const settings = { search_path: schemaOf(env), ...options.settings };
   const pool = new pg.Pool({
-    connectionString: url,
+    // A URL without host or user means what it means to psql (connection-defaults.ts).
+    connectionString: withLibpqDefaults(url, process.env),
     max: options.max ?? 4,
     application_name: options.applicationName ?? 'ecapi-ingest',
     options: Object.entries(settings).map(([k, v]) => `-c ${k}=${v}`).join(' '),
@@ -84,7 +86,7 @@ export interface MigrationResult {
  */
 export async function migrate(url: string, env: Environment): Promise<MigrationResult> {
   const schema = schemaOf(env);
-  const client = new pg.Client({ connectionString: url, application_name: 'ecapi-ingest migrate' });
+  const client = new pg.Client({ connectionString: withLibpqDefaults(url, process.env), application_name: 'ecapi-ingest migrate' });
   await client.connect();
   try {
     const applied: number[] = [];
