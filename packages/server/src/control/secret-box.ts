@@ -192,7 +192,9 @@ function loadMasterKeyFile(dataDir: string, holdsSecrets: boolean): LoadedMaster
 
 /** The message of a key that does not match the control plane's fingerprint. */
 export function masterKeyMismatch(origin: string, controlPlane: string): MasterKeyError {
-  return new MasterKeyError(`${origin} does not match the control plane (${controlPlane}): its secrets were sealed with another master key; ${WHAT_TO_DO}`);
+  // Not "its secrets were sealed with": a second node started on a new database at the same time
+  // meets this before any secret exists, and what it needs is the first node's key.
+  return new MasterKeyError(`${origin} does not match the control plane (${controlPlane}), which was set up with another master key (every node and command of one control plane needs that one key); ${WHAT_TO_DO}`);
 }
 
 /** Loads the master key of a data dir (tests and tools): creates it when missing. */
