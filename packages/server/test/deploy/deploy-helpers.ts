@@ -22,34 +22,45 @@ export interface Running {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Spawns argv with exactly `env` (plus PATH) and waits for the "ecapi-ingest listening" line. */
-export async function runService(argv: readonly string[], env: Record<string, string>, cwd: string): Promise<Running> {
+export interface Logged {
+  readonly child: ChildProcess;
+  /** The first log line whose `msg` is the one waited for, parsed. */
+  readonly line: Record<string, unknown>;
+  output(): string;
+  /** Sends the signal and resolves with the exit code (null when killed by a signal). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Spawns argv with exactly `env` (plus PATH) and waits for the JSON log line whose `msg` is `message`. */
+export async function runUntilLogged(argv: readonly string[], env: Record<string, string>, cwd: string, message: string): Promise<Logged> {
   const child = spawn(argv[0]!, argv.slice(1), { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.setEncoding('utf8').on('data', (t: string) => (output += t));
   child.stderr!.setEncoding('utf8').on('data', (t: string) => (output += t));
-  const ports = await new Promise<{ port: number; adminPort: number }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the service did not start:\n${output}`)), 30_000);
+  const line = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no "${message}" line within 30 s:\n${output}`)), 30_000);
     const onData = () => {
-      const line = output.split('\n').find((l) => l.includes('"ecapi-ingest listening"'));
-      if (!line) return;
+      // Whole lines only (the last piece may be a line still being written).
+      const found = output.split('\n').slice(0, -1).find((l) => l.includes(`"msg":${JSON.stringify(message)}`));
+      if (!found) return;
       clearTimeout(timer);
       child.stdout!.off('data', onData);
-      const parsed = JSON.parse(line) as { port: number; admin_port: number };
-      resolve({ port: parsed.port, adminPort: parsed.admin_port });
+      resolve(JSON.parse(found) as Record<string, unknown>);
     };
     child.stdout!.on('data', onData);
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`the service exited with ${code} before listening:\n${output}`));
+      reject(new Error(`the process exited with ${code} before logging "${message}":\n${output}`));
     });
   });
-  return {
-    child,
-    ...ports,
-    output: () => output,
-    stop: (signal: NodeJS.Signals = 'SIGTERM') => stopChild(child, signal),
-  };
+  return { child, line, output: () => output, stop: (signal: NodeJS.Signals = 'SIGTERM') => stopChild(child, signal) };
+}
+
+/** Spawns argv with exactly `env` (plus PATH) and waits for the "ecapi-ingest listening" line. */
+export async function runService(argv: readonly string[], env: Record<string, string>, cwd: string): Promise<Running> {
+  const logged = await runUntilLogged(argv, env, cwd, 'ecapi-ingest listening');
+  const { port, admin_port: adminPort } = logged.line as { port: number; admin_port: number };
+  return { child: logged.child, port, adminPort, output: logged.output, stop: logged.stop };
 }
 
 /** Runs a health check script as the orchestrator would; its exit status and stderr. */
