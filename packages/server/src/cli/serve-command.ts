@@ -43,7 +43,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .addOption(new Option('--tls-cert <file>', 'PEM certificate chain (default: generated self-signed for localhost)').env('ECAPI_TLS_CERT'))
     .addOption(new Option('--tls-key <file>', 'PEM private key').env('ECAPI_TLS_KEY'))
     .option('--control-poll <duration>', 'how often to pick up control-plane changes', '1s')
-    .addOption(new Option('--workers <n>', 'serving processes (default: one per CPU core, less one for the consumer unless --no-worker; at least 1)').env('ECAPI_WORKERS'))
+    .addOption(new Option('--workers <n>', 'serving processes (default: one per CPU core, less one for the consumer unless --no-worker; at least 1). On PostgreSQL each opens up to 12 database connections (docs/guides/scale-out-postgresql.md)').env('ECAPI_WORKERS'))
     .option('--failed-auth-rps <n>', 'failed authentications per second one client address may sustain', String(DEFAULT_FAILED_AUTH_LIMITS.perSecond))
     .option('--no-rate-limit', 'do not enforce data-set rate limits (when a gateway in front enforces quotas)')
     .option('--failed-auth-burst <n>', 'failed authentications one client address may burst before it gets 429', String(DEFAULT_FAILED_AUTH_LIMITS.burst))
