@@ -80,7 +80,7 @@ export interface RequestFailureEntry {
   readonly status: number;
   /** The error message exactly as sent (`error` or, from the gateway, `message` of the body); cut to a bound. */
   readonly error: string;
-  /** The error registry's code, when the answer came from it (gateway answers have none). */
+  /** The error registry's code (errors.ts; the gateway's 403 and 404 included), or null for an answer without one. */
   readonly error_code: string | null;
   /** The key id and data set: proven when authenticated; otherwise as named by the headers, when they exist. */
   readonly key_id: string | null;
