@@ -18,6 +18,7 @@ import {
   type SuppressionFilter,
   type TargetDigester,
 } from './lifecycle-backend.js';
+import { SharedNextRun } from '../model/shared-next-run.js';
 import { SuppressionSet } from './suppression-set.js';
 
 /**
@@ -234,31 +235,23 @@ export class PostgresLifecycleStore implements LifecycleStore {
  * (consumer/view-consumer.ts), so `pool` must not be the one the batches hold their
  * connections from (storage/postgres-storage.ts gives it a pool of its own, of one connection).
  *
- * Calls share reads: one read at a time, and the calls that arrive while one runs share the next,
- * which starts after all of them were made. So every call returns with the list as it was at some
- * moment after the call (what the lock argument needs: a suppression committed before the lane took
- * its lock is seen), and the busy lanes of a worker (up to 16 partitions, more lanes in the sharded
- * layout) cost at most two reads in a row instead of queuing one each on the single connection.
+ * Calls share reads (model/shared-next-run.ts): each call gets a read that starts after it, so it
+ * returns with the list as it was at some moment after the call (what the lock argument needs: a
+ * suppression committed before the lane took its lock is seen), and the busy lanes of a worker (up
+ * to 16 partitions, more lanes in the sharded layout) cost at most two reads in a row instead of
+ * queuing one each on the single connection.
  */
 export class PostgresSuppressionList implements SuppressionFilter {
   readonly #pool: Pool;
   readonly #set = new SuppressionSet();
-  #chain: Promise<void> = Promise.resolve();
-  #next: Promise<void> | null = null;
+  readonly #reads = new SharedNextRun(() => this.#read());
 
   constructor(pool: Pool) {
     this.#pool = pool;
   }
 
   refresh(): Promise<void> {
-    if (this.#next) return this.#next;
-    const run = this.#chain.then(() => {
-      this.#next = null;
-      return this.#read();
-    });
-    this.#next = run;
-    this.#chain = run.catch(() => undefined);
-    return run;
+    return this.#reads.run();
   }
 
   async #read(): Promise<void> {

@@ -61,6 +61,7 @@ import { identifiersOf, normalizeEvent } from '../merged-view/identity.js';
 import type { JsonObject } from '../merged-view/merge.js';
 import { isMaskedForDisplay, isUnknownFieldName } from './event-display.js';
 import type { TestEventEntry } from './live-delta.js';
+import { SharedNextRun } from '../model/shared-next-run.js';
 import { ERASURE_MEMORY_MS, MAX_ERASURES, type ConsoleErasure, type ErasableEntry, type LiveStore } from './live-store.js';
 
 const POLL_MS = 1_000;
@@ -187,8 +188,8 @@ export class ConsoleDeletions {
   /** Erasures applied, re-applied at every sync until their memory ends (the store keeps as long). */
   readonly #active = new Map<ConsoleErasure, number>();
   readonly #deleted: DeletedErasure[] = [];
-  #chain: Promise<void> = Promise.resolve();
-  #queued: Promise<void> | null = null;
+  /** The reads of the store: one at a time, each shared by the callers that asked before it started. */
+  readonly #reads = new SharedNextRun(() => this.#read(Date.now()));
   #timer: NodeJS.Timeout | null = null;
   #warnedAt = Number.NEGATIVE_INFINITY;
 
@@ -215,22 +216,15 @@ export class ConsoleDeletions {
   async stop(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
-    await this.#chain;
+    await this.#reads.settled();
   }
 
   /**
    * Brings the list up to every request recorded before this call: one read at a time, and callers
    * that arrive while one waits to start share it (it starts after they called).
    */
-  sync(nowMs?: number): Promise<void> {
-    if (this.#queued) return this.#queued;
-    const run = this.#chain.then(() => {
-      this.#queued = null;
-      return this.#read(nowMs ?? Date.now());
-    });
-    this.#queued = run;
-    this.#chain = run.catch(() => undefined);
-    return run;
+  sync(): Promise<void> {
+    return this.#reads.run();
   }
 
   /**
