@@ -74,10 +74,11 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
           // The primary reports the failed start, with this line, as the one line `serve` exits
           // with; then leave: the IPC channel to the primary would otherwise keep this process alive.
           if (process.env.ECAPI_DEBUG_STACK) ctx.io.stderr.write(`${error.stack}\n`);
-          const failed: WorkerMessage = { type: 'ecapi:start-failed', message: connectionErrorAdvice(error) ?? error.message };
+          const message = connectionErrorAdvice(error) ?? error.message;
+          const failed: WorkerMessage = { type: 'ecapi:start-failed', message };
           if (process.connected) process.send!(failed, () => process.exit(1));
           else {
-            ctx.io.stderr.write(`error: worker ${process.pid}: ${error.message}\n`);
+            ctx.io.stderr.write(`error: worker ${process.pid}: ${message}\n`);
             process.exit(1);
           }
           return new Promise<never>(() => undefined);
