@@ -13,6 +13,7 @@ import { DEFAULT_HOT_LINKS, MAX_HOT_LINKS } from '../merged-view/view-hot-state.
 import { DEFAULT_CONSUMER_NICE, MAX_NICE } from '../consumer/consumer-priority.js';
 import { recordKeyForId } from '../merged-view/merge.js';
 import type { MergedRecord, ViewStore } from '../merged-view/view-store.js';
+import type { ConsumerWorkers } from '../merged-view/postgres-consumer-workers.js';
 import { parseIdentifier } from './lifecycle-commands.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError, writeWithBackpressure } from './cli-io.js';
@@ -22,6 +23,17 @@ import { requireDataSet } from './known-data-set.js';
 import { diskIsFull, ecapiProcessAlive, formatBytes, freeSpace } from './storage-health.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
+
+/** `worker status`'s lines of the PostgreSQL assignment: each worker with the lanes it holds, then the lanes nobody holds. */
+function workersText({ workers, unheldLanes }: ConsumerWorkers): string {
+  const lines = [`workers: ${workers.length}`];
+  for (const w of workers) {
+    const seen = Math.round(w.seenAgoMs / 1000);
+    lines.push(`  ${w.worker} (pid ${w.pid} on ${w.host}), seen ${seen} s ago: ${w.lanes.length === 0 ? 'holds no lane' : `${w.lanes.length} lane(s) ${w.lanes.join(',')}`}`);
+  }
+  lines.push(`lanes held by no worker: ${unheldLanes.length === 0 ? 'none' : `${unheldLanes.length} (${unheldLanes.join(',')}): nobody applies them until a worker claims them`}`);
+  return lines.join('\n');
+}
 
 /** The JSON form of a merged record (`events get`, one line of `events export`). */
 export async function mergedRecordJson(store: ViewStore, record: MergedRecord) {
@@ -147,7 +159,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
     });
   worker
     .command('status')
-    .description('consumer offset, lag (records and seconds) and whether a consumer is running')
+    .description('consumer offset, lag (records and seconds) and whether a consumer is running; on PostgreSQL, each worker with the lanes it holds')
     .action(() =>
       withReader(async (reader) => {
         const g = ctx.globals();
@@ -169,6 +181,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
             ? `the data dir's disk is full (${formatBytes(space!.free)} free on ${g.dataDir}): the consumer cannot apply events and ingestion answers 500 until space is freed`
             : null;
         const layout = (await reader.view().layout?.()) ?? null;
+        const assignment = (await reader.view().workers?.()) ?? null;
         const json = {
           consumer: VIEW_CONSUMER,
           running,
@@ -178,6 +191,12 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
           ...(layout ? { view_layout: layout.kind, view_partitions: layout.partitions } : {}),
           ...lag,
           ...(space ? { data_dir_free_bytes: space.free } : {}),
+          ...(assignment
+            ? {
+                workers: assignment.workers.map((w) => ({ worker: w.worker, host: w.host, pid: w.pid, seen_at: iso(w.seenAt), seen_seconds_ago: Math.round(w.seenAgoMs / 1000), lanes: w.lanes })),
+                unheld_lanes: assignment.unheldLanes,
+              }
+            : {}),
           problem,
         };
         if (g.json) return void ctx.out(JSON.stringify(json));
@@ -190,6 +209,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
               : '') +
             `next seq ${lag.next_seq}, queue last seq ${lag.queue_last_seq}\n` +
             `lag: ${lag.lag_records} record(s), ${lag.lag_seconds} s` +
+            (assignment ? '\n' + workersText(assignment) : '') +
             (problem ? `\nproblem: ${problem}` : ''),
         );
       }),

@@ -32,6 +32,7 @@ import {
   type ViewTransaction,
 } from './view-store.js';
 import { recordedPostgresViewLayout } from './postgres-view-layout.js';
+import { consumerWorkers, type ConsumerWorkers } from './postgres-consumer-workers.js';
 import { QUEUE_PARTITIONS } from '../postgres/migrations.js';
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
 import { nodeOf, recordOf, type NodeRow, type RecordRow as SharedRecordRow } from './view-rows.js';
@@ -310,6 +311,10 @@ export class PostgresViewStore implements ViewStore {
   async layout(): Promise<ViewLayoutInfo | null> {
     const layout = await recordedPostgresViewLayout(this.#pool);
     return layout && { kind: layout.kind, partitions: layout.kind === 'sharded' ? layout.shards : QUEUE_PARTITIONS };
+  }
+
+  workers(): Promise<ConsumerWorkers> {
+    return consumerWorkers(this.#pool);
   }
 
   async offset(consumer: string): Promise<number> {

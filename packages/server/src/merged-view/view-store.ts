@@ -12,6 +12,7 @@
  */
 import type { CounterRow } from '../model/hourly-counters.js';
 import type { JsonObject } from './merge.js';
+import type { ConsumerWorkers } from './postgres-consumer-workers.js';
 
 /** One record of the merged view. */
 export interface MergedRecord {
@@ -156,6 +157,8 @@ export interface ViewStore {
    * partition, or the 16 queue partitions in the data-set layout), or null before it is first consumed.
    */
   layout?(): ViewLayoutInfo | null | Promise<ViewLayoutInfo | null>;
+  /** The consumer's workers and the lanes each holds (PostgreSQL, postgres-consumer-workers.ts; absent where one consumer holds every partition). */
+  workers?(): Promise<ConsumerWorkers>;
   /** Liveness of a running consumer (outside the view's state, never part of a batch). */
   heartbeat(beat: ConsumerHeartbeat): Promise<void>;
   lastHeartbeat(consumer: string): Promise<ConsumerHeartbeat | null>;

@@ -29,6 +29,7 @@ import { freshDatabase, pgCli, pgOnly, queryDatabase } from '../helpers/postgres
 
 const DS = 'ds-b';
 const PART = queuePartitionOf(DS);
+const PART_NAME = `p${String(PART).padStart(2, '0')}`;
 const EVENTS = 4000;
 const CHUNK = 40;
 const T0 = Date.UTC(2025, 4, 6, 19, 0);
@@ -171,6 +172,25 @@ test('PostgreSQL sharded layout: two workers sharing one data set\'s lanes make 
       const o = await owners();
       return o.length === 3 && o.every((x) => x !== null) && new Set(o).size === 2;
     }, workers, 60_000);
+    // `worker status` names both workers with the lanes each holds: together every lane of the
+    // layout (16 partitions × (identity part + 2 shards)), each once, none left unheld.
+    await until('`worker status` lists the two workers holding every lane', async () => {
+      const status = await pgCli(dataDir, url, ['worker', 'status']);
+      const held = (status.workers as { lanes: string[] }[]).flatMap((w) => w.lanes);
+      return status.workers.length === 2 && held.length === 48 && status.unheld_lanes.length === 0;
+    }, workers, 60_000);
+    const status = await pgCli(dataDir, url, ['worker', 'status']);
+    const ids = [a, b].map((w) => logLines(w, 'consumer started')[0]?.worker as string);
+    assert.deepEqual(new Set(status.workers.map((w: { worker: string }) => w.worker)), new Set(ids), 'the listed workers are the two running ones');
+    const held = (status.workers as { lanes: string[] }[]).flatMap((w) => w.lanes);
+    assert.equal(new Set(held).size, 48, `each lane held once: ${held.join(',')}`);
+    for (const lane of [PART_NAME, `${PART_NAME}/id`, `${PART_NAME}/s0`, `${PART_NAME}/s1`]) {
+      assert.equal(held.includes(lane), lane !== PART_NAME, `lane ${lane} ${lane === PART_NAME ? 'is not a lane of the sharded layout' : 'is held'}`);
+    }
+    for (const w of status.workers as { pid: number; worker: string; lanes: string[] }[]) {
+      assert.ok(w.worker.includes(`:${w.pid}:`), `the pid is the worker's: ${w.worker} / ${w.pid}`);
+      assert.ok(w.lanes.length >= 1, `${w.worker} holds lanes`);
+    }
     // The second half arrives while both apply.
     await fillQueue(url, EVENTS / 2, EVENTS);
     await until('the two workers apply the queue', () => allAtEnd(url), workers);
@@ -184,6 +204,10 @@ test('PostgreSQL sharded layout: two workers sharing one data set\'s lanes make 
   } finally {
     await reap(workers);
   }
+  // Stopped cleanly, they left no membership and released every lease.
+  const after = await pgCli(dataDir, url, ['worker', 'status']);
+  assert.deepEqual(after.workers, [], 'no worker after both stopped');
+  assert.equal(after.unheld_lanes.length, 48, 'every lane unheld after both stopped');
   await assertShardedDone(url, 'two workers');
   assertSameTables(await dumpPgView(url), expected, 'two sharded workers vs one default-layout worker');
 });
