@@ -38,7 +38,7 @@ import {
   MAX_TIMER_MS,
   type BackoffOptions,
 } from './retry.js';
-import { refusalOf, type DeliveryFailure, type Rejection } from './send-errors.js';
+import { ClientClosedError, refusalOf, type DeliveryFailure, type Rejection } from './send-errors.js';
 import { parseBaseUrl } from './base-url.js';
 import { isConnectionRefused, withAdvice } from './failure-advice.js';
 import { Batcher, type BatchingOptions, type TrackResult, type TrackStats } from './batcher.js';
@@ -127,6 +127,14 @@ export class Client {
     for (const name of ['baseUrl', 'keyId', 'secret', 'dataSetId'] as const) {
       if (typeof options[name] !== 'string' || options[name] === '') throw new TypeError(`Client: ${name} is required`);
     }
+    // Sent as header values: a control character (a newline read from a file) would fail every
+    // attempt inside undici, and surrounding whitespace is stripped by HTTP parsers, so the
+    // X-Service-Data-Set header would no longer equal the events' data_set_id. The value is not echoed.
+    for (const [name, header] of [['keyId', 'X-Service-Key-Id'], ['dataSetId', 'X-Service-Data-Set']] as const) {
+      if (!/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(options[name])) {
+        throw new TypeError(`Client: ${name} must be printable ASCII without leading or trailing whitespace (it is sent as the ${header} header); check for a trailing newline`);
+      }
+    }
     let base;
     try {
       base = parseBaseUrl(options.baseUrl);
@@ -141,7 +149,21 @@ export class Client {
     this.#batcher = new Batcher(options, limits, (event) => this.#prepareOne(event), (prep, n) => this.#run(prep, n));
     const concurrency = options.concurrency ?? 4;
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError('Client: concurrency must be a positive integer');
-    this.#backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
+    // Checked here, not when a request fails: a NaN count (Number(process.env.UNSET)) would retry
+    // forever, a NaN or negative delay would retry at once, and a timeoutMs of 0 would abort every attempt.
+    for (const name of ['maxRetries', 'maxRateLimitRetries'] as const) {
+      const v = options[name];
+      if (v !== undefined && !(Number.isInteger(v) && v >= 0)) throw new TypeError(`Client: ${name} must be an integer from 0 (no retries) up`);
+    }
+    const timeoutMs = options.timeoutMs;
+    if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 1 && timeoutMs <= MAX_TIMER_MS / 2)) {
+      throw new TypeError(`Client: timeoutMs must be a number of ms from 1 to ${Math.floor(MAX_TIMER_MS / 2)}`);
+    }
+    this.#backoff = { baseMs: options.backoff?.baseMs ?? DEFAULT_BACKOFF.baseMs, maxMs: options.backoff?.maxMs ?? DEFAULT_BACKOFF.maxMs };
+    for (const name of ['baseMs', 'maxMs'] as const) {
+      const v = this.#backoff[name];
+      if (!(typeof v === 'number' && v >= 0 && v <= MAX_TIMER_MS)) throw new TypeError(`Client: backoff.${name} must be a number of ms from 0 to ${MAX_TIMER_MS}`);
+    }
     this.#random = options.random ?? Math.random;
     const maxRetryAfterMs = options.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
     if (typeof maxRetryAfterMs !== 'number' || !Number.isFinite(maxRetryAfterMs) || maxRetryAfterMs < 0 || maxRetryAfterMs > MAX_TIMER_MS) {
@@ -193,7 +215,7 @@ export class Client {
    * batches reach onBatch and stats().
    */
   track(event: EventInput | PlaintextEventInput): TrackResult {
-    if (this.#closed) throw new Error('Client is closed');
+    if (this.#closed) throw new ClientClosedError();
     return this.#batcher.track(event);
   }
 
@@ -216,7 +238,7 @@ export class Client {
 
   /** Sends events; resolves with a result per event (never rejects for a per-event or HTTP failure). */
   async send(events: ReadonlyArray<EventInput | PlaintextEventInput>): Promise<SendResult> {
-    if (this.#closed) throw new Error('Client is closed');
+    if (this.#closed) throw new ClientClosedError();
     return this.#run(prepareEvents(events, this.#options), events.length);
   }
 
@@ -369,8 +391,9 @@ export class Client {
         continue;
       }
 
-      // 200, 207, or a 4xx that no retry can fix.
-      const errors = Array.isArray(parsed?.errors) ? parsed!.errors : undefined;
+      // 200, 207, or a 3xx/4xx that no retry can fix. Only a 207 or a 400 carries per-event errors
+      // (the spec's multi-status body); any other status is about the request as a whole.
+      const errors = (status === 207 || status === 400) && Array.isArray(parsed?.errors) ? parsed!.errors : undefined;
       if (status === 200) {
         for (const index of request.items) record({ status: 'accepted', index, id: ids(index), requestId });
         return;
@@ -391,6 +414,12 @@ export class Client {
       }
       // Credentials, a missing grant or a wrong URL fail every request the same way: stop sending.
       if (status === 401 || status === 403 || status === 404) return stop(withAdvice(refusalOf(status, serviceMessage), this.#eventsUrl));
+      // A redirect: the base URL is not the service's (the client follows none: a redirected POST
+      // could lose its body or land on another host). Every request would get it: stop too.
+      if (status >= 300 && status < 400) {
+        const location = headerValue(responseHeaders, 'location');
+        return stop(withAdvice(refusalOf(status, `redirect${location ? ` to ${location}` : ''}, not followed`), this.#eventsUrl));
+      }
       const message = status === 207 ? `207 without an errors list: ${text.slice(0, 200)}` : parsed?.error ?? statusError;
       for (const index of request.items) rejected(index, { code: 'REQUEST_REJECTED', message });
       return;

@@ -55,7 +55,7 @@ function hashValue(value: unknown, path: string, normalize: Normalizer, options:
   try {
     return sha256Hex(normalize(value));
   } catch (error) {
-    if (error instanceof NormalizationError) throw new NormalizationError(`${path}: ${error.message}`);
+    if (error instanceof NormalizationError) throw new NormalizationError(`${path}: ${error.message}`, { cause: error });
     throw error;
   }
 }
@@ -65,7 +65,7 @@ function plain(value: unknown, path: string, normalize: Normalizer): string {
   try {
     return normalize(value);
   } catch (error) {
-    if (error instanceof NormalizationError) throw new NormalizationError(`${path}: ${error.message}`);
+    if (error instanceof NormalizationError) throw new NormalizationError(`${path}: ${error.message}`, { cause: error });
     throw error;
   }
 }

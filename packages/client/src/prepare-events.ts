@@ -12,7 +12,7 @@
  *   object is rejected locally, never thrown.
  * - An event rejected here keeps its input index: results stay in input order.
  */
-import { EventErrors } from './protocol.js';
+import { EventErrors, MAX_BODY_BYTES } from './protocol.js';
 import type { EcapiEvent } from './event-types.generated.js';
 import { hashEvent, type HashOptions, type PlaintextEvent } from './hash-event.js';
 import { NormalizationError } from './normalize.js';
@@ -126,7 +126,9 @@ export function prepareEvents(events: ReadonlyArray<EventInput | PlaintextEventI
   for (const position of plan.oversize) {
     const index = okIndexes[position]!;
     serialized[index] = undefined;
-    reject(index, { code: 'EVENT_TOO_LARGE', message: `event exceeds ${limits.maxBytes} bytes serialized: payload exceeds 1 MB limit even on its own` }, prepared[index]);
+    const limit = limits.maxBytes < MAX_BODY_BYTES ? `the maxBodyBytes limit of ${limits.maxBytes} bytes` : `the service's limit of ${MAX_BODY_BYTES} bytes (1 MB) per request`;
+    const message = `event is ${sizes[position]} bytes serialized, over ${limit} on its own: no request can carry it; make it smaller`;
+    reject(index, { code: 'EVENT_TOO_LARGE', message }, prepared[index]);
   }
   rejected.sort((a, b) => a.index - b.index);
   const requests = plan.requests.map((r) => ({ ...r, items: r.items.map((p) => okIndexes[p]!) }));

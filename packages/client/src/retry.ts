@@ -7,7 +7,8 @@
  *   park the sender, nor overflow Node's 32-bit timer and fire at once), and no retry comes sooner
  *   than the backoff would allow (`Retry-After: 0` is no licence to hammer);
  *   plain 400/401 (and other 4xx): never retried without changing the request;
- *   401/403/404, an untrusted certificate, an unknown host: request-level failures (send-errors.ts).
+ *   401/403/404, a 3xx redirect (never followed), an untrusted certificate, an unknown host:
+ *   request-level failures (send-errors.ts).
  */
 import type { DeliveryFailure, FailureCode } from './send-errors.js';
 
@@ -92,6 +93,15 @@ const TLS_CODES = new Set([
   'ERR_SSL_WRONG_VERSION_NUMBER',
 ]);
 const HOST_NOT_FOUND = 'ENOTFOUND';
+/**
+ * Time-outs as undici and the socket report them: no response head within `headersTimeout`, a body
+ * stalled past `bodyTimeout`, a connection not made within the connect timeout. Retried like any
+ * network error, but reported as TIMEOUT (the abort signal's TimeoutError only fires at twice
+ * timeoutMs, so without these codes a time-out read as NETWORK).
+ */
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
+const isTimeout = (error: unknown, code: string | undefined) =>
+  (code !== undefined && TIMEOUT_CODES.has(code)) || (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'));
 const isPermanent = (code: string) => TLS_CODES.has(code) || code === HOST_NOT_FOUND;
 
 function errorCode(error: unknown): string | undefined {
@@ -114,8 +124,9 @@ export function isRetryableNetworkError(error: unknown): boolean {
 /** One line describing a network error, with its code: `network error: ECONNRESET (other side closed)`. */
 export function describeNetworkError(error: unknown): string {
   if (!(error instanceof Error)) return `network error: ${String(error)}`;
-  if (error.name === 'TimeoutError' || error.name === 'AbortError') return `time-out: ${error.message}`;
   const code = errorCode(error);
+  if (error.name === 'TimeoutError' || error.name === 'AbortError') return `time-out: ${error.message}`;
+  if (isTimeout(error, code)) return `time-out: ${code} (${error.message})`;
   const cause = error.cause instanceof Error && error.cause.message !== error.message ? `; ${error.cause.message}` : '';
   return `network error: ${code ? `${code} ` : ''}(${error.message}${cause})`;
 }
@@ -126,7 +137,7 @@ export function networkFailure(error: unknown): DeliveryFailure {
   const message = describeNetworkError(error);
   const kind: FailureCode = code !== undefined && TLS_CODES.has(code) ? 'TLS'
     : code === HOST_NOT_FOUND ? 'HOST_NOT_FOUND'
-      : error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError') ? 'TIMEOUT'
+      : isTimeout(error, code) ? 'TIMEOUT'
         : 'NETWORK';
   return { code: kind, message, httpStatus: null, errorCode: code };
 }

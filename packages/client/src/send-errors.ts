@@ -45,7 +45,7 @@ export type FailureCode =
   | 'AUTHENTICATION'
   /** Request-level: 401 "principal not authorized for data_set_id": the key has no grant for the data set. */
   | 'AUTHORIZATION'
-  /** Request-level: 403/404: nothing answers POST <baseUrl>/v1/events there. */
+  /** Request-level: 403/404, or a 3xx redirect: nothing answers POST <baseUrl>/v1/events there. */
   | 'WRONG_URL'
   /** Request-level: the server's certificate is not trusted (or TLS 1.3 not spoken). */
   | 'TLS'
@@ -69,8 +69,16 @@ export interface DeliveryFailure {
 
 const NOT_AUTHORIZED_PREFIX = 'principal not authorized for data_set_id';
 
-/** The request-level failure of a 401/403/404 without per-event errors. */
+/** The request-level failure of a 401, 403, 404 or 3xx. */
 export function refusalOf(status: number, serviceMessage: string): DeliveryFailure {
   const code: FailureCode = status === 401 ? (serviceMessage.startsWith(NOT_AUTHORIZED_PREFIX) ? 'AUTHORIZATION' : 'AUTHENTICATION') : 'WRONG_URL';
   return { code, message: `${status} ${serviceMessage}`, httpStatus: status };
+}
+
+/** Thrown by `send()` and `track()` after `close()`: the client's connections are gone; make a new Client. */
+export class ClientClosedError extends Error {
+  override readonly name = 'ClientClosedError';
+  constructor() {
+    super('Client is closed: send() and track() are refused after close(); make a new Client');
+  }
 }

@@ -36,3 +36,16 @@ test('a good base URL: origin, the events path after its own path', () => {
   assert.deepEqual(parseBaseUrl('https://h/ecapi/'), { origin: 'https://h', path: '/ecapi/v1/events', eventsUrl: 'https://h/ecapi/v1/events' });
   assert.throws(() => parseBaseUrl('http://h', '--url'), /^TypeError: --url http:\/\/h is plain http:\/\//);
 });
+
+test('a user name or password in the base URL is refused (never sent) and never repeated in a message', () => {
+  for (const url of ['https://user:hunter2@ingest.example.com', 'http://user:hunter2@ingest.example.com/x', 'https://user:hunter2@h/v1/events', 'ftp://user:hunter2@h', 'https://user:hunter2@[bad']) {
+    assert.throws(() => new Client({ baseUrl: url, ...options }), (error: Error) => {
+      assert.ok(error instanceof TypeError);
+      assert.ok(!error.message.includes('hunter2'), error.message);
+      assert.match(error.message, /\*\*\*@/);
+      return true;
+    }, url);
+  }
+  assert.throws(() => parseBaseUrl('https://user:hunter2@ingest.example.com/ecapi'),
+    /^TypeError: baseUrl https:\/\/\*\*\*@ingest\.example\.com\/ecapi carries a user name or password, which is never sent: requests are authenticated by their signature \(keyId, secret\); use https:\/\/ingest\.example\.com\/ecapi$/);
+});

@@ -75,3 +75,71 @@ test('429 without Retry-After backs off; retries exhausted leave events undelive
 test('a missing option is refused', () => {
   assert.throws(() => new Client({ baseUrl: 'https://x', keyId: '', secret: 's', dataSetId: 'd' }), /keyId is required/);
 });
+
+test('retry and time-out options that would retry forever, at once, or abort every attempt are refused', () => {
+  const base = { baseUrl: 'https://127.0.0.1:1', keyId: 'k', secret: 's', dataSetId: 'd' };
+  for (const bad of [Number.NaN, -1, 1.5, Number.POSITIVE_INFINITY, '3' as unknown as number]) {
+    assert.throws(() => new Client({ ...base, maxRetries: bad }), /^TypeError: Client: maxRetries must be an integer from 0 \(no retries\) up$/, String(bad));
+    assert.throws(() => new Client({ ...base, maxRateLimitRetries: bad }), /maxRateLimitRetries must be an integer/, String(bad));
+  }
+  for (const bad of [0, Number.NaN, -5, Number.POSITIVE_INFINITY]) {
+    assert.throws(() => new Client({ ...base, timeoutMs: bad }), /^TypeError: Client: timeoutMs must be a number of ms from 1 to 1073741823$/, String(bad));
+    if (bad !== 0) assert.throws(() => new Client({ ...base, backoff: { baseMs: bad } }), /^TypeError: Client: backoff\.baseMs must be a number of ms from 0/, String(bad));
+  }
+  assert.throws(() => new Client({ ...base, backoff: { maxMs: Number.NaN } }), /backoff\.maxMs/);
+  for (const ok of [{ maxRetries: 0 }, { maxRateLimitRetries: 0 }, { timeoutMs: 1 }, { backoff: { baseMs: 0 } }, { backoff: { baseMs: undefined, maxMs: 5 } }]) {
+    void new Client({ ...base, ...ok }).close();
+  }
+});
+
+test('a key id or data set with a newline or surrounding space is refused at construction, without echoing it', () => {
+  const base = { baseUrl: 'https://127.0.0.1:1', keyId: 'k', secret: 's', dataSetId: 'd' };
+  for (const keyId of ['key_1\n', ' key_1', 'key\r\n1', 'kéy']) {
+    assert.throws(() => new Client({ ...base, keyId }), (e: Error) => e instanceof TypeError && e.message === 'Client: keyId must be printable ASCII without leading or trailing whitespace (it is sent as the X-Service-Key-Id header); check for a trailing newline');
+  }
+  assert.throws(() => new Client({ ...base, dataSetId: 'shop\n' }), /^TypeError: Client: dataSetId must be printable ASCII .* X-Service-Data-Set header/);
+  void new Client({ ...base, keyId: 'key_1:a b', dataSetId: 'acme-web.eu:1' }).close();
+});
+
+test('a redirect is a request-level WRONG_URL naming where it pointed; nothing is followed or rejected', async () => {
+  const s = await scripted([{ status: 308, headers: { location: 'https://elsewhere.example/v1/events' } }]);
+  const c = s.client({ maxEventsPerRequest: 1, concurrency: 1 });
+  try {
+    const r = await c.send([ev('a'), ev('b')]);
+    assert.deepEqual([r.rejected, r.undeliverable, r.requests, s.seen.length], [0, 2, 1, 1]);
+    assert.equal(r.failure?.code, 'WRONG_URL');
+    assert.equal(r.failure?.httpStatus, 308);
+    assert.equal(r.failure?.detail, '308 redirect to https://elsewhere.example/v1/events, not followed');
+    assert.match(r.failure!.message, new RegExp(`nothing answers POST ${s.baseUrl.replace(/\./g, '\\.')}/v1/events: baseUrl must be`));
+  } finally {
+    await c.close();
+    await s.close();
+  }
+});
+
+test('only a 207 or a 400 is read as per-event results: a 401 with an errors list still stops the send', async () => {
+  const s = await scripted([{ status: 401, body: { accepted: 0, rejected: 1, errors: [{ index: 0, event_id: 'a', error: 'principal not authorized for data_set_id other' }] } }]);
+  const c = s.client({ maxEventsPerRequest: 1, concurrency: 1 });
+  try {
+    const r = await c.send([ev('a'), ev('b')]);
+    assert.deepEqual([r.rejected, r.undeliverable, s.seen.length], [0, 2, 1], JSON.stringify(r.results));
+    assert.equal(r.failure?.httpStatus, 401);
+  } finally {
+    await c.close();
+    await s.close();
+  }
+});
+
+test('a response that does not come within timeoutMs is reported as TIMEOUT', async () => {
+  const s = await scripted([{ status: 200, delayMs: 6000 }]);
+  const c = s.client({ timeoutMs: 2000, maxRetries: 0 });
+  try {
+    const r = await c.send([ev('a')]);
+    const x = r.results[0]!;
+    assert.ok(x.status === 'undeliverable' && x.error.code === 'TIMEOUT', JSON.stringify(x));
+    assert.match(x.error.message, /^time-out: /);
+  } finally {
+    await c.close();
+    await s.close();
+  }
+});

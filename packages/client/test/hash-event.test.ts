@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { hashEvent, sha256Hex, validateEvent, type PlaintextEvent } from '../src/index.js';
+import { NormalizationError, hashEvent, sha256Hex, validateEvent, type PlaintextEvent } from '../src/index.js';
 
 const H = {
   email: 'b4c9a289323b21a01c3e940f150eb9b8c542587f1abfd8f0e1cc1ffc5e475514',
@@ -77,6 +77,9 @@ test('an identifier that cannot be normalized throws, naming the field only', ()
   assert.throws(() => hashEvent({ data_set_id: 's', timestamp: 1, event_type: 'purchase', user_data: { phone_numbers: ['555 0000 secret'] } }), (error: Error) => {
     assert.match(error.message, /^user_data\.phone_numbers\[0\]: /);
     assert.ok(!error.message.includes('secret'));
+    assert.equal(error.name, 'NormalizationError');
+    assert.ok(error.cause instanceof NormalizationError, 'the normalizer\'s own error is kept as the cause');
+    assert.ok(!(error.cause as Error).message.includes('secret'));
     return true;
   });
   assert.throws(() => hashEvent({ data_set_id: 's', timestamp: 1, event_type: 'purchase', user_data: { email_address: [42 as unknown as string] } }), /email_address\[0\] must be a string/);

@@ -113,3 +113,14 @@ test('prepareEvents: ids, data set, validation, serialization once, local reject
   assert.equal(bad.rejected[0]!.error.code, 'NORMALIZATION');
   assert.match(bad.rejected[0]!.error.message, /^normalization failed: user_data\.phone_numbers\[0\]/);
 });
+
+test('an event no request can carry is EVENT_TOO_LARGE, with its size and the limit that applies', () => {
+  const big = { timestamp: 1746558464, event_type: 'purchase', value: 1, currency_code: 'USD', properties: { page_url: `https://shop.example.com/${'a'.repeat(2000)}` } } as const;
+  const size = (prep: ReturnType<typeof prepareEvents>) => Buffer.byteLength(JSON.stringify(prep.prepared[0]));
+  const small = prepareEvents([big], { dataSetId: 'shop', maxBodyBytes: 1000 });
+  assert.deepEqual(small.requests, []);
+  assert.equal(small.rejected[0]!.error.code, 'EVENT_TOO_LARGE');
+  assert.equal(small.rejected[0]!.error.message, `event is ${size(small)} bytes serialized, over the maxBodyBytes limit of 1000 bytes on its own: no request can carry it; make it smaller`);
+  const huge = prepareEvents([{ ...big, properties: { page_url: `https://shop.example.com/${'a'.repeat(MAX_BODY_BYTES)}` } }], { dataSetId: 'shop' });
+  assert.equal(huge.rejected[0]!.error.message, `event is ${size(huge)} bytes serialized, over the service's limit of 1048576 bytes (1 MB) per request on its own: no request can carry it; make it smaller`);
+});

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backoffDelayMs, classifyStatus, describeNetworkError, isRetryableNetworkError, MAX_TIMER_MS, parseRetryAfterMs, retryDelayMs } from '../src/index.js';
+import { errors as undiciErrors } from 'undici';
+import { backoffDelayMs, classifyStatus, describeNetworkError, isRetryableNetworkError, MAX_TIMER_MS, networkFailure, parseRetryAfterMs, retryDelayMs } from '../src/index.js';
 
 test('status classes follow the retry guidance', () => {
   assert.equal(classifyStatus(200), 'done');
@@ -63,4 +64,15 @@ test('retry delay: Retry-After capped (default 60 s), jittered under the cap, ne
   assert.equal(retryDelayMs(10, 250, 60_000, most), 250);
   assert.equal(retryDelayMs(1000, 20_000, 5000, none), 20_000, 'a cap below the backoff does not make retries faster');
   assert.ok(retryDelayMs(Number.MAX_VALUE, Number.MAX_VALUE, Number.MAX_VALUE, none) <= MAX_TIMER_MS);
+});
+
+test('undici\'s time-outs (response head, body, connect) are TIMEOUT, retried, not NETWORK', () => {
+  for (const error of [new undiciErrors.HeadersTimeoutError(), new undiciErrors.BodyTimeoutError(), new undiciErrors.ConnectTimeoutError(), Object.assign(new Error('connect ETIMEDOUT'), { code: 'ETIMEDOUT' })]) {
+    const failure = networkFailure(error);
+    assert.equal(failure.code, 'TIMEOUT', `${error.name}: ${JSON.stringify(failure)}`);
+    assert.match(failure.message, /^time-out: /);
+    assert.equal(isRetryableNetworkError(error), true);
+  }
+  assert.equal(networkFailure(new DOMException('The operation was aborted due to timeout', 'TimeoutError')).code, 'TIMEOUT');
+  assert.equal(networkFailure(Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' })).code, 'NETWORK');
 });

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { DroppedEvent, SendResult } from '../src/index.js';
+import { ClientClosedError, type DroppedEvent, type SendResult } from '../src/index.js';
 import { scripted, type Seen } from './helpers/https-test-server.js';
 
 const ev = (id: string, extra: Record<string, unknown> = {}) => ({ id, timestamp: 1746558464, event_type: 'page_view' as const, ...extra });
@@ -148,8 +148,8 @@ test('close() (closeAndFlush) sends what waits, then track() and send() throw', 
   try {
     assert.deepEqual(s.seen.map((x) => x.events.map((e) => e.id)), [['c1', 'c2']]);
     assert.equal(batches.length, 1);
-    assert.throws(() => c.track(ev('c3')), /Client is closed/);
-    await assert.rejects(c.send([ev('c4')]), /Client is closed/);
+    assert.throws(() => c.track(ev('c3')), (e: Error) => e instanceof ClientClosedError && e.name === 'ClientClosedError' && /Client is closed/.test(e.message));
+    await assert.rejects(c.send([ev('c4')]), ClientClosedError);
   } finally {
     await s.close();
   }
