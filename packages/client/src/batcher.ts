@@ -104,9 +104,20 @@ function positive(name: string, value: number | undefined, fallback: number): nu
   return v;
 }
 
-const rethrowOutside = (error: unknown) => queueMicrotask(() => {
+/** A user callback's error, thrown again outside the loop that called it (an uncaught exception, as from an event handler), so the loop goes on. */
+export const rethrowOutside = (error: unknown) => queueMicrotask(() => {
   throw error;
 });
+
+/** Calls a user callback; an error it throws is rethrown outside (rethrowOutside), never into the caller. */
+export function notify<T>(callback: ((value: T) => void) | undefined, value: () => T): void {
+  if (!callback) return;
+  try {
+    callback(value());
+  } catch (error) {
+    rethrowOutside(error);
+  }
+}
 
 export class Batcher {
   readonly #flushAt: number;

@@ -41,7 +41,7 @@ import {
 import { ClientClosedError, refusalOf, type DeliveryFailure, type Rejection } from './send-errors.js';
 import { parseBaseUrl } from './base-url.js';
 import { isConnectionRefused, withAdvice } from './failure-advice.js';
-import { Batcher, type BatchingOptions, type TrackResult, type TrackStats } from './batcher.js';
+import { Batcher, notify, type BatchingOptions, type TrackResult, type TrackStats } from './batcher.js';
 import { isPlainObject, prepareEvents, type EventInput, type PlaintextEventInput, type PrepareOptions, type PreparedEvents } from './prepare-events.js';
 import type { EventResult, RetryInfo, SendProgress, SendResult } from './send-result.js';
 
@@ -254,7 +254,7 @@ export class Client {
     };
     for (const r of prep.rejected) record(r);
     const progress = () => {
-      o.onProgress?.({ ...totals, done: totals.accepted + totals.rejected + totals.undeliverable, elapsedMs: Date.now() - started });
+      notify(o.onProgress, () => ({ ...totals, done: totals.accepted + totals.rejected + totals.undeliverable, elapsedMs: Date.now() - started }));
     };
     progress();
 
@@ -348,7 +348,7 @@ export class Client {
         const delayMs = backoffDelayMs(retries, this.#backoff, this.#random);
         retries++;
         totals.retries++;
-        o.onRetry?.({ reason: 'network-error', status: null, error: failure, retry: retries, delayMs, retryAfterMs: undefined, events: request.items.length });
+        notify<RetryInfo>(o.onRetry, () => ({ reason: 'network-error', status: null, error: failure, retry: retries, delayMs, retryAfterMs: undefined, events: request.items.length }));
         progress();
         await sleep(delayMs);
         continue;
@@ -369,7 +369,7 @@ export class Client {
         const delayMs = retryDelayMs(retryAfterMs, backoffDelayMs(retries, this.#backoff, this.#random), this.#maxRetryAfterMs, this.#random);
         retries++;
         totals.retries++;
-        o.onRetry?.({ reason: 'server-error', status, error: failure, retry: retries, delayMs, retryAfterMs, events: request.items.length });
+        notify<RetryInfo>(o.onRetry, () => ({ reason: 'server-error', status, error: failure, retry: retries, delayMs, retryAfterMs, events: request.items.length }));
         progress();
         await sleep(delayMs);
         continue;
@@ -386,7 +386,7 @@ export class Client {
         totals.retries++;
         // Every worker holds off until then: the limit is per data set, not per request.
         run.pauseUntil = Math.max(run.pauseUntil, Date.now() + delayMs);
-        o.onRetry?.({ reason: 'rate-limited', status, error: failure, retry: rateLimitRetries, delayMs, retryAfterMs, events: request.items.length });
+        notify<RetryInfo>(o.onRetry, () => ({ reason: 'rate-limited', status, error: failure, retry: rateLimitRetries, delayMs, retryAfterMs, events: request.items.length }));
         progress();
         continue;
       }

@@ -143,3 +143,34 @@ test('a response that does not come within timeoutMs is reported as TIMEOUT', as
     await s.close();
   }
 });
+
+test('an onRetry or onProgress that throws does not stop the send: every result comes back, and the error is rethrown outside it', async () => {
+  const s = await scripted([{ status: 503, body: { error: 'busy' } }, { status: 200, body: { accepted: 2 } }]);
+  const thrown: unknown[] = [];
+  // The rethrow is an uncaught exception (as from an event handler): caught here instead of by the test runner.
+  const runners = process.listeners('uncaughtException');
+  process.removeAllListeners('uncaughtException');
+  process.on('uncaughtException', (error) => thrown.push(error));
+  const c = s.client({
+    maxEventsPerRequest: 1,
+    backoff: { baseMs: 1, maxMs: 5 },
+    onRetry: () => {
+      throw new Error('onRetry broke');
+    },
+    onProgress: () => {
+      throw new Error('onProgress broke');
+    },
+  });
+  try {
+    const r = await c.send([ev('a'), ev('b')]);
+    assert.deepEqual([r.accepted, r.undeliverable, r.retries], [2, 0, 1], JSON.stringify(r.results));
+    await new Promise((resolve) => setImmediate(resolve));
+    const messages = thrown.map((e) => (e as Error).message);
+    assert.ok(messages.includes('onRetry broke') && messages.includes('onProgress broke'), messages.join(', '));
+  } finally {
+    process.removeAllListeners('uncaughtException');
+    for (const listener of runners) process.on('uncaughtException', listener);
+    await c.close();
+    await s.close();
+  }
+});
