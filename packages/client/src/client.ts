@@ -41,6 +41,7 @@ import {
 import { ClientClosedError, refusalOf, type DeliveryFailure, type Rejection } from './send-errors.js';
 import { parseBaseUrl } from './base-url.js';
 import { isConnectionRefused, withAdvice } from './failure-advice.js';
+import { isPlainHeaderValue } from './header-value.js';
 import { Batcher, notify, type BatchingOptions, type TrackResult, type TrackStats } from './batcher.js';
 import { isPlainObject, prepareEvents, type EventInput, type PlaintextEventInput, type PrepareOptions, type PreparedEvents } from './prepare-events.js';
 import type { EventResult, RetryInfo, SendProgress, SendResult } from './send-result.js';
@@ -127,11 +128,9 @@ export class Client {
     for (const name of ['baseUrl', 'keyId', 'secret', 'dataSetId'] as const) {
       if (typeof options[name] !== 'string' || options[name] === '') throw new TypeError(`Client: ${name} is required`);
     }
-    // Sent as header values: a control character (a newline read from a file) would fail every
-    // attempt inside undici, and surrounding whitespace is stripped by HTTP parsers, so the
-    // X-Service-Data-Set header would no longer equal the events' data_set_id. The value is not echoed.
+    // Sent as header values (header-value.ts). The value is not echoed.
     for (const [name, header] of [['keyId', 'X-Service-Key-Id'], ['dataSetId', 'X-Service-Data-Set']] as const) {
-      if (!/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(options[name])) {
+      if (!isPlainHeaderValue(options[name])) {
         throw new TypeError(`Client: ${name} must be printable ASCII without leading or trailing whitespace (it is sent as the ${header} header); check for a trailing newline`);
       }
     }

@@ -13,6 +13,7 @@ export { uuidv7 } from './uuid.js';
 export { validateEvent } from './validate.js';
 export * from './client.js';
 export { BASE_URL_SHAPE, parseBaseUrl, type BaseUrl } from './base-url.js';
+export { isPlainHeaderValue } from './header-value.js';
 export { DEFAULT_BATCHING, type BatchingOptions, type DroppedEvent, type TrackResult, type TrackStats } from './batcher.js';
 export * from './send-result.js';
 export { prepareEvents, type EventInput, type PlaintextEventInput, type PrepareOptions, type PreparedEvents } from './prepare-events.js';

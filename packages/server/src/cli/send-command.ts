@@ -66,7 +66,7 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
     .option('--no-progress', 'no progress output on stderr')
     .action(async (file: string | undefined, opts: SendOptions) => {
       // Loaded here, not at start: every other command would pay for the SDK (undici, Ajv, phone metadata).
-      const { Client, hashEvent, parseBaseUrl, prepareEvents } = await import('@ecapi-ingest/client');
+      const { Client, hashEvent, isPlainHeaderValue, parseBaseUrl, prepareEvents } = await import('@ecapi-ingest/client');
       const g = ctx.globals();
       const env = ctx.io.env;
       const stderr = ctx.io.stderr;
@@ -110,6 +110,10 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
           parseBaseUrl(url!, opts.url !== undefined ? '--url' : 'ECAPI_URL');
         } catch (error) {
           throw new UsageError((error as Error).message);
+        }
+        // Header values (the SDK's check, with our names; the value is not echoed).
+        for (const [value, name] of [[keyId!, opts.keyId !== undefined ? '--key-id' : 'ECAPI_KEY_ID'], [dataSet!, opts.dataSet !== undefined ? '--data-set' : 'ECAPI_DATA_SET']] as const) {
+          if (!isPlainHeaderValue(value)) throw new UsageError(`${name} must be printable ASCII without leading or trailing whitespace (it is sent as a header): check for a trailing newline`);
         }
       }
 

@@ -172,6 +172,17 @@ test('send refuses a plain http:// URL, or one ending in /v1/events, before read
   assert.equal(fromEnv.stderr, `error: ECAPI_URL https://127.0.0.1:${server.port}/v1/events ends in /v1/events, which the client adds itself: use https://127.0.0.1:${server.port}\n`);
 });
 
+test('send refuses a key id or data set with a trailing newline, naming the option and never echoing the value (exit 2)', async () => {
+  const one = join(work, 'one-header.ndjson');
+  writeFileSync(one, JSON.stringify({ timestamp: ts(), event_type: 'page_view' }) + '\n');
+  const key = await run(['send', one], { ...envCreds(), ECAPI_KEY_ID: `${envCreds().ECAPI_KEY_ID}\n` });
+  assert.equal(key.code, 2, key.stderr);
+  assert.equal(key.stderr, 'error: ECAPI_KEY_ID must be printable ASCII without leading or trailing whitespace (it is sent as a header): check for a trailing newline\n');
+  const dataSet = await run(['send', '--data-set', 'cli ', one], envCreds());
+  assert.equal(dataSet.code, 2, dataSet.stderr);
+  assert.match(dataSet.stderr, /^error: --data-set must be printable ASCII/);
+});
+
 test('send --demo where no server listens: connection refused at the URL, with the --url hint, at once (exit 4)', async () => {
   const net = await import('node:net');
   const probe = net.createServer();
