@@ -68,6 +68,13 @@ export interface ClientOptions extends PrepareOptions, BatchingOptions {
   readonly maxRetries?: number;
   /** Retries of one request after a 429 (default 30); each waits Retry-After. */
   readonly maxRateLimitRetries?: number;
+  /**
+   * How long the client may keep retrying one request, in ms, from when it starts sending it
+   * (default: no limit; maxRetries and maxRateLimitRetries bound it, at worst ~13 min through 5xx
+   * and ~30 min through 429s). A retry whose wait would end past it is not made: the request's
+   * events are undeliverable with the last error, its message saying so.
+   */
+  readonly retryDeadlineMs?: number;
   /** Exponential backoff with full jitter (default base 250 ms, cap 20 s). */
   readonly backoff?: Partial<BackoffOptions>;
   /**
@@ -122,6 +129,7 @@ export class Client {
   readonly #backoff: BackoffOptions;
   readonly #random: () => number;
   readonly #maxRetryAfterMs: number;
+  readonly #retryDeadlineMs: number | undefined;
   #closed = false;
 
   constructor(options: ClientOptions) {
@@ -169,6 +177,11 @@ export class Client {
       throw new TypeError(`Client: maxRetryAfterMs must be a number of ms from 0 to ${MAX_TIMER_MS}`);
     }
     this.#maxRetryAfterMs = maxRetryAfterMs;
+    const retryDeadlineMs = options.retryDeadlineMs;
+    if (retryDeadlineMs !== undefined && !(typeof retryDeadlineMs === 'number' && retryDeadlineMs >= 0 && Number.isFinite(retryDeadlineMs))) {
+      throw new TypeError('Client: retryDeadlineMs must be a number of ms from 0 (leave it out for no limit)');
+    }
+    this.#retryDeadlineMs = retryDeadlineMs;
     if (options.dispatcher) {
       this.#dispatcher = options.dispatcher;
       this.#ownsDispatcher = false;
@@ -303,6 +316,11 @@ export class Client {
     let retries = 0;
     let rateLimitRetries = 0;
     let attempts = 0;
+    const deadlineMs = this.#retryDeadlineMs;
+    const deadline = deadlineMs === undefined ? Infinity : Date.now() + deadlineMs;
+    /** Whether a wait of `delayMs` from now would end past the retry deadline. */
+    const pastDeadline = (delayMs: number) => Date.now() + delayMs > deadline;
+    const givenUp = (failure: DeliveryFailure): DeliveryFailure => ({ ...failure, message: `${failure.message} (not retried: the next attempt would start after retryDeadlineMs, ${deadlineMs} ms)` });
     const ids = (index: number) => prep.ids[index] ?? null;
     const undeliverable = (error: DeliveryFailure) => {
       for (const index of request.items) record({ status: 'undeliverable', index, id: ids(index), error, attempts, event: prep.prepared[index]! });
@@ -313,8 +331,11 @@ export class Client {
       undeliverable(failure);
     };
 
+    let last: DeliveryFailure | undefined;
     for (;;) {
       const wait = run.pauseUntil - Date.now();
+      // Another request's 429 paused the send: waited, unless this one has retried and the pause outlasts its deadline.
+      if (wait > 0 && last !== undefined && pastDeadline(wait)) return undeliverable(givenUp(last));
       if (wait > 0) await sleep(wait);
       if (run.stop) return notSent(request, prep, run.stop, attempts, record);
       attempts++;
@@ -345,6 +366,8 @@ export class Client {
         if (!isRetryableNetworkError(error)) return stop(failure);
         if (retries >= maxRetries) return undeliverable(failure);
         const delayMs = backoffDelayMs(retries, this.#backoff, this.#random);
+        if (pastDeadline(delayMs)) return undeliverable(givenUp(failure));
+        last = failure;
         retries++;
         totals.retries++;
         notify<RetryInfo>(o.onRetry, () => ({ reason: 'network-error', status: null, error: failure, retry: retries, delayMs, retryAfterMs: undefined, events: request.items.length }));
@@ -366,6 +389,8 @@ export class Client {
         // A 503's Retry-After says when the service expects to be back: honoured, capped, never below the backoff.
         const retryAfterMs = parseRetryAfterMs(headerValue(responseHeaders, 'retry-after'));
         const delayMs = retryDelayMs(retryAfterMs, backoffDelayMs(retries, this.#backoff, this.#random), this.#maxRetryAfterMs, this.#random);
+        if (pastDeadline(delayMs)) return undeliverable(givenUp(failure));
+        last = failure;
         retries++;
         totals.retries++;
         notify<RetryInfo>(o.onRetry, () => ({ reason: 'server-error', status, error: failure, retry: retries, delayMs, retryAfterMs, events: request.items.length }));
@@ -381,6 +406,8 @@ export class Client {
         // in lockstep, never sooner than the backoff); without one, back off exponentially with full
         // jitter like any transient failure.
         const delayMs = retryDelayMs(retryAfterMs, backoffDelayMs(rateLimitRetries, this.#backoff, this.#random), this.#maxRetryAfterMs, this.#random);
+        if (pastDeadline(delayMs)) return undeliverable(givenUp(failure));
+        last = failure;
         rateLimitRetries++;
         totals.retries++;
         // Every worker holds off until then: the limit is per data set, not per request.

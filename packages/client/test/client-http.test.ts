@@ -174,3 +174,37 @@ test('an onRetry or onProgress that throws does not stop the send: every result 
     await s.close();
   }
 });
+
+test('retryDeadlineMs: a retry whose wait would end past it is not made; without it the same answers are retried', async () => {
+  // A 429 asking for 5 s, then a 503 whose backoff (random 0.99 of 10 s) is 9.9 s: both past a 1 s deadline.
+  for (const first of [
+    { status: 429, body: { error: 'rate limit exceeded: events per second' }, headers: { 'retry-after': '5' } },
+    { status: 503, body: { error: 'ingest backend unavailable' } },
+  ]) {
+    const s = await scripted([first, { status: 200, body: { accepted: 1 } }]);
+    const c = s.client({ retryDeadlineMs: 1_000, backoff: { baseMs: 10_000, maxMs: 10_000 }, random: () => 0.99 });
+    try {
+      const r = await c.send([ev('a')]);
+      assert.equal(r.undeliverable, 1, JSON.stringify(r.results));
+      const x = r.results[0]!;
+      assert.ok(x.status === 'undeliverable' && x.attempts === 1, JSON.stringify(x));
+      assert.equal(x.error.code, first.status === 429 ? 'RATE_LIMITED' : 'SERVER_ERROR');
+      assert.match(x.error.message, /^(429|503) .*\(not retried: the next attempt would start after retryDeadlineMs, 1000 ms\)$/);
+      assert.equal(s.seen.length, 1, 'one attempt');
+    } finally {
+      await c.close();
+      await s.close();
+    }
+  }
+  // A deadline the wait fits in: retried and accepted.
+  const s = await scripted([{ status: 503, body: { error: 'busy' } }, { status: 200, body: { accepted: 1 } }]);
+  const c = s.client({ retryDeadlineMs: 5_000, backoff: { baseMs: 100, maxMs: 100 } });
+  try {
+    const r = await c.send([ev('a')]);
+    assert.deepEqual([r.accepted, r.retries], [1, 1]);
+  } finally {
+    await c.close();
+    await s.close();
+  }
+  assert.throws(() => s.client({ retryDeadlineMs: Number.NaN }), /^TypeError: Client: retryDeadlineMs must be a number of ms from 0/);
+});
