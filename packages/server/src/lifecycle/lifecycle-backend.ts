@@ -178,9 +178,10 @@ export interface ViewEraser {
   /**
    * Deletes one record by its key (and its identity when it was the identity's last record), if its
    * first event was queued up to `boundSeq`; counted in the request's tally. An identity that keeps
-   * other records loses the identifier links only the deleted record carried: those of its
-   * identifiers (identifiersOfStoredEvent) that no remaining record of the identity carries, which
-   * would otherwise still resolve to it (counted in the tally's links).
+   * other records loses its identifier links that no remaining record of it carries (those only the
+   * deleted record carried, and those of identifiers a merged re-send replaced, which an earlier
+   * version of the deleted record may have brought), which would otherwise still resolve to it
+   * (counted in the tally's links).
    */
   deleteRecord(requestId: number, dataSetId: string, recordKey: string, boundSeq: number): Promise<void>;
   /**
@@ -282,6 +283,18 @@ export function eraseMatchingEvents(
  */
 export function identifiersOfStoredEvent(eventJson: string): string[] {
   return identifiersOf(normalizeEvent(JSON.parse(eventJson) as never));
+}
+
+/**
+ * Whether an identifier is of a kind a merged re-send can replace: `user_data.customer_identifier`
+ * (`cid:`) and `user_data.ifa` (`ifa:`) are scalars, which the merge rule replaces (merge.ts), while
+ * the identifier arrays (emails, phones, uids) union, so their elements stay in the record. The link
+ * of a replaced value stays with the identity though no record carries it any more: `events delete`
+ * cannot tell whether an earlier version of the deleted record brought it, so it drops every link of
+ * these kinds that no remaining record of the identity carries (lifecycle/DESIGN.md).
+ */
+export function isReplaceableIdentifier(identifier: string): boolean {
+  return identifier.startsWith('cid:') || identifier.startsWith('ifa:');
 }
 
 /**

@@ -11,7 +11,10 @@
  * in the server's WAL, archives and backups until those expire (docs/SECURITY.md).
  *
  * `events delete` of a record whose identity keeps others drops the links only that record carried
- * (its identifiers linked to the identity that no remaining record of the identity carries), in the
+ * (its identifiers linked to the identity that no remaining record of the identity carries, and the
+ * identity's links of replaceable kinds, `cid:` and `ifa:`, that none carries: an earlier version of
+ * the record may have brought them before a re-send replaced them; lifecycle-backend.ts
+ * isReplaceableIdentifier), in the
  * transaction that deletes it, which first locks the data set's lanes' offset rows as a person's
  * deletion does: no batch can give a remaining record one of those identifiers in between. The
  * identity's records are read through the data set's rows (no index from an identity to its records).
@@ -36,7 +39,7 @@
  * outlives the attempt that took it.
  */
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
-import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, isReplaceableIdentifier, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
 import { holdPartsTogether, PartsHeldError, releaseParts } from './parts-fence.js';
 import { PostgresFencedPart } from './postgres-fenced-part.js';
@@ -118,17 +121,19 @@ const IDENTITY_EVENTS_PAGE = 500;
 
 /**
  * `events delete`, after the record went (same transaction): the links of its identity (if it is
- * still there) to `identifiers` (the record's) that no remaining record of the identity carries.
+ * still there) to `identifiers` (the record's), and its links of replaceable kinds (the older values
+ * a re-send may have replaced in the record), that no remaining record of the identity carries.
  */
 async function dropLinksOnlyIn(db: PoolClient, dataSetId: string, identityKey: string, identifiers: readonly string[], counts: ErasedCounts): Promise<void> {
-  if (identifiers.length === 0) return;
   const root = await rootOf(db, dataSetId, identityKey);
   if (root === null) return; // gone with its last record, links and all
   const keys = await treeOf(db, dataSetId, root);
-  const { rows: linked } = await db.query<{ identifier: string; identity_key: string }>(
-    'SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = $1 AND identifier = ANY($2::text[]) AND identity_key = ANY($3::text[])',
-    [dataSetId, identifiers, keys],
+  const own = new Set(identifiers);
+  const { rows: links } = await db.query<{ identifier: string; identity_key: string }>(
+    'SELECT identifier, identity_key FROM identity_identifiers WHERE data_set_id = $1 AND identity_key = ANY($2::text[])',
+    [dataSetId, keys],
   );
+  const linked = links.filter((l) => own.has(l.identifier) || isReplaceableIdentifier(l.identifier));
   if (linked.length === 0) return;
   const left = new Map(linked.map((l) => [l.identifier, l.identity_key]));
   for (let after = 0; left.size > 0; ) {

@@ -20,7 +20,8 @@
  * - Identity rows are dropped with their identity's record count (an identity left without a
  *   record goes with its links), as the single file's eraser does.
  * - `events delete`: the links only the deleted record carried (its identifiers linked to its
- *   identity that none of the identity's other records carries: their keys from the identity part,
+ *   identity, and the identity's links of replaceable kinds, that none of the identity's other
+ *   records carries: sqlite-view-eraser.ts; their keys from the identity part,
  *   their events from the shards, all held) are dropped in the identity part before the shard row
  *   goes. A worker killed after that finds the record again and finds nothing left to drop; killed
  *   after the shard row went, it finds the links already dropped.

@@ -14,7 +14,9 @@
  * record takes one from its root's event_count; an identity whose count reaches zero goes with
  * every node it absorbed and all their identifier links. `events delete` of a record whose identity
  * keeps others also drops the links only that record carried: its identifiers linked to the identity
- * that none of the identity's remaining records carries (read in the same transaction: there is no
+ * that none of the identity's remaining records carries, and the identity's links of replaceable
+ * kinds (`cid:`, `ifa:`: lifecycle-backend.ts isReplaceableIdentifier) that none carries, which an
+ * earlier version of the record may have brought before a re-send replaced it (read in the same transaction: there is no
  * index from an identity to its records, so this reads the data set's records of the file once,
  * under the write lock; a person's deletion and retention drop whole identities and need no such
  * read). Counters (hourly statistics) are aggregates without identifiers and stay.
@@ -32,7 +34,7 @@
 import Database from 'better-sqlite3';
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { VIEW_JOURNAL_SIZE_LIMIT } from '../merged-view/sqlite-view-store.js';
-import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, isReplaceableIdentifier, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
 import { GENERATION_SCHEMA, generationStatements } from '../merged-view/view-generation.js';
 import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from '../merged-view/view-fence.js';
@@ -244,15 +246,22 @@ export class SqliteViewEraser implements ViewEraser {
 
   /**
    * Of `identifiers` (a deleted record's), those linked to the identity of `root` (to it or a node
-   * it absorbed), with the node each is linked to.
+   * it absorbed), with the node each is linked to; and the identity's links of replaceable kinds
+   * (isReplaceableIdentifier), the older values a re-send may have replaced in the deleted record.
    */
   #linkedTo(dataSetId: string, root: string, identifiers: readonly string[]): { identifier: string; key: string }[] {
-    const out: { identifier: string; key: string }[] = [];
+    const out = new Map<string, { identifier: string; key: string }>();
     for (const identifier of identifiers) {
       const key = this.#linkOf(dataSetId, identifier);
-      if (key !== undefined && this.#rootOf(dataSetId, key) === root) out.push({ identifier, key });
+      if (key !== undefined && this.#rootOf(dataSetId, key) === root) out.set(identifier, { identifier, key });
     }
-    return out;
+    for (const key of this.#treeKeys(dataSetId, root)) {
+      for (const stored of this.#s.linksOf.all(dataSetId, storedIdentityKey(key)) as StoredIdentifier[]) {
+        const identifier = identifierOfStored(stored);
+        if (isReplaceableIdentifier(identifier)) out.set(identifier, { identifier, key });
+      }
+    }
+    return [...out.values()];
   }
 
   /**
@@ -269,9 +278,10 @@ export class SqliteViewEraser implements ViewEraser {
   }
 
   /**
-   * The links of the identity of `root` that only a deleted record carried (`identifiers`: its own):
-   * those no event of `remaining()` (the identity's other records) carries. Reads them only when one
-   * of the identifiers is linked to the identity, and stops once every one was found carried (a
+   * The links of the identity of `root` that only a deleted record carried (`identifiers`: its own,
+   * and the older values of replaceable kinds: #linkedTo): those no event of `remaining()` (the
+   * identity's other records) carries. Reads them only when one of these is linked to the identity,
+   * and stops once every one was found carried (a
    * `for…of` left early closes a statement's iterator, so the connection is free again).
    */
   #linksOnlyIn(dataSetId: string, root: string, identifiers: readonly string[], remaining: () => Iterable<string>): { identifier: string; key: string }[] {

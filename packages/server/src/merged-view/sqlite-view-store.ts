@@ -127,9 +127,10 @@ function openDatabase(
     db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
-    // What the consumer deletes or moves (a record rewritten by a merge, cells moved by a page split)
-    // is overwritten with zeros, so that a deleted record leaves no old copy in free space (issue 29;
-    // the cost is in bench/README.md "secure_delete").
+    // What the consumer deletes or rewrites (a record rewritten by a merge) is overwritten with
+    // zeros, so that a deleted record leaves no old copy in free space (issue 29; the cost is in
+    // bench/README.md "secure_delete"). Not the unallocated space of a page rebuilt by a split,
+    // where old copies of moved cells can stay: docs/SECURITY.md, "The known gap".
     db.pragma('secure_delete = ON');
     // A WAL that grew (a burst, a large deletion) is cut back to this when it starts over.
     db.pragma(`journal_size_limit = ${VIEW_JOURNAL_SIZE_LIMIT}`);
