@@ -70,9 +70,11 @@
  * - "the identity's nodes and identifier links go once it has no record left"; an identity that keeps
  *   records first queued after B stays whole;
  * - `events delete`: "removes one merged record (and its identity if it was the identity's last
- *   record; otherwise the identity's links to the identifiers only that record carried) if the event
+ *   record; otherwise the identity's links to the identifiers only that record carried, and its
+ *   links to `customer_identifier` and `ifa` values that no remaining record carries…) if the event
  *   was queued before the request, and the queued copies with that id up to the bound (and its
- *   merged re-sends)";
+ *   merged re-sends)". Events carry a `customer_identifier` (a user's; a re-send by another user
+ *   replaces it: "the newer value wins", an absent one keeps the older), so replaced values occur;
  * - `--suppress`: "keeps a keyed digest of each identifier of the identity (the one given when the
  *   identity is unknown)", those of the identity when the request is carried out; "the person's
  *   events… queued after the request: deleted with the identity if applied before the request is
@@ -113,6 +115,7 @@ import { tempDataDir, TEST_PROFILE } from '../helpers/server-process.js';
 import { openEmbeddedModelRun } from '../helpers/embedded-model-run.js';
 import { assertIdentities, DataSetIdentities, linkRecord, mapOf } from '../helpers/identity-linking-model.js';
 import { identifiersOfParts, modelUsers, who, type Who } from '../helpers/model-people.js';
+import { sha } from '../helpers/event-generator.js';
 import { openModelLanes, resetModelDatabase } from '../helpers/postgres-model-lanes.js';
 import { openShardedParts } from '../helpers/sharded-model-parts.js';
 
@@ -199,6 +202,8 @@ function scenario(kinds: readonly DeletionKind[], suppress: boolean, lanes = 2):
 // ---------------------------------------------------------------------------------------------
 
 const { identifierOf, identifiersCarried, short } = modelUsers('deletion-model');
+/** User u's customer_identifier (a scalar: a re-send carrying another replaces it in the record). */
+const cidOf = (u: number) => sha(`deletion-model-cid-${u}`);
 
 interface Queued {
   readonly seq: number;
@@ -207,23 +212,33 @@ interface Queued {
   readonly receivedAt: number;
   readonly emails: readonly string[];
   readonly phones: readonly string[];
+  /** user_data.customer_identifier, or null. */
+  readonly cid: string | null;
   readonly value: number;
   readonly event: Record<string, unknown>;
 }
 
-const identifiersOfQueued = (q: Queued) => identifiersOfParts(q.emails, q.phones);
+/** The typed identifiers of emails, phones and a customer_identifier, as the view links them. */
+const identifiersOf = (x: { readonly emails: readonly string[]; readonly phones: readonly string[]; readonly cid: string | null }) => [
+  ...identifiersOfParts(x.emails, x.phones),
+  ...(x.cid === null ? [] : [`cid:${x.cid}`]),
+];
+const identifiersOfQueued = (q: Queued) => identifiersOf(q);
 
 function materialize(spec: EventSpec, ds: string, users: readonly number[], timestamp: number): Omit<Queued, 'seq' | 'receivedAt'> {
   const { emails, phones } = identifiersCarried(spec.who, users);
   const id = `e${spec.id}`;
+  // A third of the events of a user (or of a link: its first user) carry that user's customer id.
+  const cid = spec.who.kind !== 'none' && spec.value % 3 === 0 ? cidOf(spec.who.u % users.length) : null;
   const userData: Record<string, unknown> = {};
   if (emails.length > 0) userData.email_address = emails;
   if (phones.length > 0) userData.phone_numbers = phones;
+  if (cid !== null) userData.customer_identifier = cid;
   const event: Record<string, unknown> = {
     data_set_id: ds, id, timestamp, event_type: 'purchase', value: spec.value, currency_code: 'USD', source: 'website',
-    ...(emails.length + phones.length > 0 ? { user_data: userData } : {}),
+    ...(Object.keys(userData).length > 0 ? { user_data: userData } : {}),
   };
-  return { ds, id, emails, phones, value: spec.value, event };
+  return { ds, id, emails, phones, cid, value: spec.value, event };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -238,6 +253,7 @@ interface MRecord {
   readonly mergedCount: number;
   readonly emails: string[];
   readonly phones: string[];
+  readonly cid: string | null;
   readonly value: number;
   /** The identity key it was written with (resolve through `root`). */
   readonly identity: string | null;
@@ -289,10 +305,11 @@ class DocModel extends DataSetIdentities {
       mergedCount: (old?.mergedCount ?? 0) + 1,
       emails: unionOf(old?.emails ?? [], q.emails),
       phones: unionOf(old?.phones ?? [], q.phones),
+      cid: q.cid ?? old?.cid ?? null, // a scalar: "the newer value wins"; an absent one keeps the older
       value: q.value, // "the newer value wins"
       seqs: [...(old?.seqs ?? []), q.seq],
     };
-    const identity = linkRecord(this.mapsOf(q.ds), q.seq, old?.identity ?? null, identifiersOfParts(merged.emails, merged.phones));
+    const identity = linkRecord(this.mapsOf(q.ds), q.seq, old?.identity ?? null, identifiersOf(merged));
     this.records.set(k, { ...merged, identity });
   }
 
@@ -327,13 +344,15 @@ class DocModel extends DataSetIdentities {
 
   /**
    * `events delete` of `gone` (deleted already) from the identity of `root`, which keeps records:
-   * its links to the identifiers only `gone` carried go; returns how many.
+   * its links to the identifiers only `gone` carried go, and its links to customer_identifier values
+   * no remaining record carries (a replaced older value may be `gone`'s); returns how many.
    */
   #dropLinksOnlyIn(ds: string, root: string, gone: MRecord): number {
     const links = mapOf(this.links, ds);
-    const carried = new Set(this.recordsOf(ds, root).flatMap((r) => identifiersOfParts(r.emails, r.phones)));
+    const carried = new Set(this.recordsOf(ds, root).flatMap(identifiersOf));
     let dropped = 0;
-    for (const i of identifiersOfParts(gone.emails, gone.phones)) {
+    const replaceable = this.tree(ds, root).identifiers.filter((i) => i.startsWith('cid:'));
+    for (const i of new Set([...identifiersOf(gone), ...replaceable])) {
       const key = links.get(i);
       if (key === undefined || this.root(ds, key) !== root || carried.has(i)) continue;
       links.delete(i);
@@ -839,21 +858,21 @@ async function assertMatches(o: {
     assert.deepEqual(keys, records.map((r) => `id:${r.id}`), `${ds}: the records of the view`);
     for (const r of records) {
       const real = (await view.getRecord(ds, `id:${r.id}`))!;
-      const ud = (real.event.user_data ?? {}) as { email_address?: string[]; phone_numbers?: string[] };
+      const ud = (real.event.user_data ?? {}) as { email_address?: string[]; phone_numbers?: string[]; customer_identifier?: string };
       assert.deepEqual(
         {
           firstSeq: real.firstSeq, lastSeq: real.lastSeq, mergedCount: real.mergedCount, value: real.event.value,
-          emails: ud.email_address ?? [], phones: ud.phone_numbers ?? [],
+          emails: ud.email_address ?? [], phones: ud.phone_numbers ?? [], cid: ud.customer_identifier ?? null,
           identity: real.identityKey === null ? null : await view.resolveIdentity(ds, real.identityKey),
         },
-        { firstSeq: r.firstSeq, lastSeq: r.lastSeq, mergedCount: r.mergedCount, value: r.value, emails: r.emails, phones: r.phones, identity: model.root(ds, r.identity) },
+        { firstSeq: r.firstSeq, lastSeq: r.lastSeq, mergedCount: r.mergedCount, value: r.value, emails: r.emails, phones: r.phones, cid: r.cid, identity: model.root(ds, r.identity) },
         `${ds} record ${r.id}`,
       );
     }
 
     // Identities: every key ever created answers as the model says (gone with its last record), and
     // every user's identifier has a link row exactly when the model links it.
-    const everyIdentifier = o.users.flatMap((count, u) => Array.from({ length: count }, (_, j) => identifierOf(u, j)));
+    const everyIdentifier = o.users.flatMap((count, u) => [...Array.from({ length: count }, (_, j) => identifierOf(u, j)), `cid:${cidOf(u)}`]);
     await assertIdentities(view, ds, model.mapsOf(ds), (root) => model.recordsOf(ds, root).length, everyIdentifier, short);
     // Suppressed events: dropped before the view, counted.
     const suppressed = (await view.counters(ds, 0)).filter((c) => c.name === 'suppressed').reduce((n, c) => n + c.n, 0);
