@@ -9,6 +9,8 @@
  */
 import { lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { cli, exportQueue } from './server-process.js';
+import { waitFor } from './fault-tools.js';
 
 export interface Needle {
   readonly label: string;
@@ -74,4 +76,62 @@ export function residue(dataDir: string, needles: readonly Needle[]): string[] {
     }
   }
   return found;
+}
+
+/**
+ * Where in an SQLite file (page, b-tree page type, region) each occurrence of a needle is: `gap` is
+ * a b-tree page's unallocated space between its cell pointer array and its cell content area,
+ * `freeblock` a freed cell, `cell` live content; other pages (overflow, freelist) are `page`. Files
+ * that are not SQLite databases (a -wal, the body log) are `file`.
+ */
+export function locate(dataDir: string, needles: readonly Needle[]): string[] {
+  const out: string[] = [];
+  for (const file of filesUnder(dataDir)) {
+    let bytes: Buffer;
+    try {
+      bytes = readFileSync(file);
+    } catch {
+      continue;
+    }
+    const isDb = bytes.subarray(0, 16).toString('latin1') === 'SQLite format 3\0';
+    const pageSize = isDb ? (bytes.readUInt16BE(16) === 1 ? 65536 : bytes.readUInt16BE(16)) : 0;
+    for (const needle of needles) {
+      for (let at = bytes.indexOf(needle.bytes); at >= 0; at = bytes.indexOf(needle.bytes, at + 1)) {
+        let where = 'file';
+        if (isDb) {
+          const page = Math.floor(at / pageSize);
+          const base = page * pageSize;
+          const hdr = base + (page === 0 ? 100 : 0);
+          const type = bytes[hdr]!;
+          const off = at - base;
+          if (type === 2 || type === 5 || type === 10 || type === 13) {
+            const headerSize = type === 2 || type === 5 ? 12 : 8;
+            const cells = bytes.readUInt16BE(hdr + 3);
+            const ptrEnd = hdr - base + headerSize + 2 * cells;
+            const contentStart = bytes.readUInt16BE(hdr + 5) || 65536;
+            const free: [number, number][] = [];
+            for (let fb = bytes.readUInt16BE(hdr + 1), n = 0; fb !== 0 && n < 1000; fb = bytes.readUInt16BE(base + fb), n++) free.push([fb, fb + bytes.readUInt16BE(base + fb + 2)]);
+            const region = off >= ptrEnd && off < contentStart ? 'gap' : free.some(([a, b]) => off >= a && off < b) ? 'freeblock' : 'cell';
+            where = `page ${page + 1} type ${type} ${region}`;
+          } else where = `page ${page + 1} (not a b-tree page)`;
+        }
+        out.push(`${relative(dataDir, file)}: ${needle.label} at ${where}`);
+      }
+    }
+  }
+  return out;
+}
+
+/** Waits until retention has deleted the record of event `id` from the view and its queued copy (30 s at most). */
+export async function untilRetentionDeleted(dataDir: string, dataSetId: string, id: string): Promise<void> {
+  await waitFor(
+    'retention to delete the records from the view and the queue',
+    async () => {
+      const inView = (await cli(dataDir, ['--json', 'events', 'get', dataSetId, id])).code === 0;
+      const inQueue = (await exportQueue(dataDir)).some((r) => r.event.id === id);
+      return !inView && !inQueue;
+    },
+    30_000,
+    250,
+  );
 }

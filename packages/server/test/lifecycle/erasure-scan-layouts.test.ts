@@ -18,13 +18,11 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { relative } from 'node:path';
-import { cli, cliJson, consumerCaughtUp, exportQueue, provision, startServer, tempDataDir, TEST_PROFILE, type ServerProcess } from '../helpers/server-process.js';
+import { cli, cliJson, consumerCaughtUp, provision, startServer, tempDataDir, TEST_PROFILE, type ServerProcess } from '../helpers/server-process.js';
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
-import { digestNeedles, filesUnder, residue, textNeedle, type Needle } from '../helpers/erasure-scan.js';
+import { digestNeedles, locate, residue, textNeedle, untilRetentionDeleted, type Needle } from '../helpers/erasure-scan.js';
 import { purchaseEvent as event } from '../helpers/purchase-event.js';
 
 const skip = TEST_PROFILE === 'sqlite' ? false : 'embedded profile only: on PostgreSQL the bytes live in the database server (postgres-erasure.test.ts)';
@@ -34,49 +32,6 @@ const RETENTION_BOUND_MS = 10_000;
 
 const caughtUp = (dataDir: string) => consumerCaughtUp(dataDir, 30_000);
 
-/**
- * Where in an SQLite file (page, b-tree page type, region) each occurrence of a needle is: `gap` is
- * a b-tree page's unallocated space between its cell pointer array and its cell content area,
- * `freeblock` a freed cell, `cell` live content; other pages (overflow, freelist) are `page`. Files
- * that are not SQLite databases (a -wal, the body log) are `file`.
- */
-function locate(dataDir: string, needles: readonly Needle[]): string[] {
-  const out: string[] = [];
-  for (const file of filesUnder(dataDir)) {
-    let bytes: Buffer;
-    try {
-      bytes = readFileSync(file);
-    } catch {
-      continue;
-    }
-    const isDb = bytes.subarray(0, 16).toString('latin1') === 'SQLite format 3\0';
-    const pageSize = isDb ? (bytes.readUInt16BE(16) === 1 ? 65536 : bytes.readUInt16BE(16)) : 0;
-    for (const needle of needles) {
-      for (let at = bytes.indexOf(needle.bytes); at >= 0; at = bytes.indexOf(needle.bytes, at + 1)) {
-        let where = 'file';
-        if (isDb) {
-          const page = Math.floor(at / pageSize);
-          const base = page * pageSize;
-          const hdr = base + (page === 0 ? 100 : 0);
-          const type = bytes[hdr]!;
-          const off = at - base;
-          if (type === 2 || type === 5 || type === 10 || type === 13) {
-            const headerSize = type === 2 || type === 5 ? 12 : 8;
-            const cells = bytes.readUInt16BE(hdr + 3);
-            const ptrEnd = hdr - base + headerSize + 2 * cells;
-            const contentStart = bytes.readUInt16BE(hdr + 5) || 65536;
-            const free: [number, number][] = [];
-            for (let fb = bytes.readUInt16BE(hdr + 1), n = 0; fb !== 0 && n < 1000; fb = bytes.readUInt16BE(base + fb), n++) free.push([fb, fb + bytes.readUInt16BE(base + fb + 2)]);
-            const region = off >= ptrEnd && off < contentStart ? 'gap' : free.some(([a, b]) => off >= a && off < b) ? 'freeblock' : 'cell';
-            where = `page ${page + 1} type ${type} ${region}`;
-          } else where = `page ${page + 1} (not a b-tree page)`;
-        }
-        out.push(`${relative(dataDir, file)}: ${needle.label} at ${where}`);
-      }
-    }
-  }
-  return out;
-}
 
 /**
  * Nothing of the needles in any file nor in the service's output, but in the unallocated space of
@@ -192,16 +147,7 @@ test('sharded layout: view and queue retention: within the bound after a record 
     await caughtUp(dataDir);
     assert.match(await layoutOf(dataDir), /sharded/);
     assert.notDeepEqual(residue(dataDir, needles), []);
-    await waitFor(
-      'retention to delete the records from the view and the queue',
-      async () => {
-        const inView = (await cli(dataDir, ['--json', 'events', 'get', 'old', ids[0]!])).code === 0;
-        const inQueue = (await exportQueue(dataDir)).some((r) => r.event.id === ids[0]);
-        return !inView && !inQueue;
-      },
-      30_000,
-      250,
-    );
+    await untilRetentionDeleted(dataDir, 'old', ids[0]!);
     const outsideGaps = () => locate(dataDir, needles).filter((l) => !l.endsWith(' gap'));
     await waitFor(`no byte left within ${RETENTION_BOUND_MS} ms`, () => outsideGaps().length === 0, RETENTION_BOUND_MS, 250).catch((error: Error) => {
       throw new Error(`${error.message}; left: ${outsideGaps().join(', ')}`);

@@ -20,7 +20,7 @@ import { cli, cliJson, consumerCaughtUp, exportQueue, provision, startServer, te
 import { postSigned } from '../helpers/https-client.js';
 import { sha } from '../helpers/event-generator.js';
 import { waitFor } from '../helpers/fault-tools.js';
-import { digestNeedles, residue, textNeedle, type Needle } from '../helpers/erasure-scan.js';
+import { digestNeedles, residue, textNeedle, untilRetentionDeleted, type Needle } from '../helpers/erasure-scan.js';
 import { purchaseEvent } from '../helpers/purchase-event.js';
 
 const skip = TEST_PROFILE === 'sqlite' ? false : 'embedded profile only: on PostgreSQL the bytes live in the database server (postgres-erasure.test.ts)';
@@ -142,16 +142,7 @@ test('view and queue retention: within the bound after a record was deleted, non
     })();
     await caughtUp(dataDir);
     assert.notDeepEqual(residue(dataDir, needles), []);
-    await waitFor(
-      'retention to delete the records from the view and the queue',
-      async () => {
-        const inView = (await cli(dataDir, ['--json', 'events', 'get', 'old', ids[0]!])).code === 0;
-        const inQueue = (await exportQueue(dataDir)).some((r) => r.event.id === ids[0]);
-        return !inView && !inQueue;
-      },
-      30_000,
-      250,
-    );
+    await untilRetentionDeleted(dataDir, 'old', ids[0]!);
     await waitFor(`no byte left within ${RETENTION_BOUND_MS} ms`, () => residue(dataDir, needles).length === 0, RETENTION_BOUND_MS, 250).catch((error: Error) => {
       throw new Error(`${error.message}; left: ${residue(dataDir, needles).join(', ')}`);
     });
