@@ -113,7 +113,29 @@ function headerValue(headers: Record<string, string | string[] | undefined>, nam
 }
 
 /** setTimeout, kept within its 32-bit range (a longer delay would fire after 1 ms). */
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.min(ms, MAX_TIMER_MS)));
+/** Waits `ms` (capped at Node's longest timer), or until `signal` aborts. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, Math.min(ms, MAX_TIMER_MS));
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** What an aborted send reports for a request: in flight, waiting to be retried, or not sent yet. */
+function abortedFailure(state: 'in-flight' | 'waiting' | 'unsent'): DeliveryFailure {
+  const what = {
+    'in-flight': 'while this request was in flight: it may or may not have been stored; resending is safe (events merge by id)',
+    waiting: 'while this request waited to be retried: resend its events (ids kept; resending is safe)',
+    unsent: 'before this request was sent: resend its events (ids kept)',
+  }[state];
+  return { code: 'ABORTED', message: `send aborted ${what}`, httpStatus: null };
+}
 
 export class Client {
   readonly #options: ClientOptions;
@@ -248,14 +270,19 @@ export class Client {
     return { ok: true, json: prep.serialized[0]!, event: prep.prepared[0]!, id: prep.ids[0] ?? null };
   }
 
-  /** Sends events; resolves with a result per event (never rejects for a per-event or HTTP failure). */
-  async send(events: ReadonlyArray<EventInput | PlaintextEventInput>): Promise<SendResult> {
+  /**
+   * Sends events; resolves with a result per event (never rejects for a per-event or HTTP failure).
+   * `signal` aborts the send: no request starts after it, requests in flight and retry waits end at
+   * once, and their events are `undeliverable` with `ABORTED` (result.failure); what was accepted
+   * before stays accepted.
+   */
+  async send(events: ReadonlyArray<EventInput | PlaintextEventInput>, options: { readonly signal?: AbortSignal } = {}): Promise<SendResult> {
     if (this.#closed) throw new ClientClosedError();
-    return this.#run(prepareEvents(events, this.#options), events.length);
+    return this.#run(prepareEvents(events, this.#options), events.length, options.signal);
   }
 
   /** Delivers prepared events (send(), and each batch of track()). */
-  async #run(prep: PreparedEvents, count: number): Promise<SendResult> {
+  async #run(prep: PreparedEvents, count: number, signal?: AbortSignal): Promise<SendResult> {
     const started = Date.now();
     const o = this.#options;
     const results: (EventResult | undefined)[] = new Array(count);
@@ -270,13 +297,20 @@ export class Client {
     };
     progress();
 
-    const run: RunState = { pauseUntil: 0, stop: undefined };
+    const run: RunState = { pauseUntil: 0, stop: undefined, signal };
     let next = 0;
     const worker = async () => {
       for (;;) {
         const k = next++;
         if (k >= prep.requests.length) return;
         const request = prep.requests[k]!;
+        if (signal?.aborted) {
+          const failure = abortedFailure('unsent');
+          run.stop ??= failure;
+          notSent(request, prep, failure, 0, record);
+          progress();
+          continue;
+        }
         if (run.stop) {
           notSent(request, prep, run.stop, 0, record);
           progress();
@@ -336,7 +370,13 @@ export class Client {
       const wait = run.pauseUntil - Date.now();
       // Another request's 429 paused the send: waited, unless this one has retried and the pause outlasts its deadline.
       if (wait > 0 && last !== undefined && pastDeadline(wait)) return undeliverable(givenUp(last));
-      if (wait > 0) await sleep(wait);
+      if (wait > 0) await sleep(wait, run.signal);
+      if (run.signal?.aborted) {
+        // Its own state when it had been tried; the send's failure names the first request it stopped.
+        const failure = abortedFailure(attempts > 0 ? 'waiting' : 'unsent');
+        run.stop ??= failure;
+        return notSent(request, prep, failure, attempts, record);
+      }
       if (run.stop) return notSent(request, prep, run.stop, attempts, record);
       attempts++;
       totals.requests++;
@@ -352,12 +392,18 @@ export class Client {
           body,
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
-          signal: AbortSignal.timeout(timeoutMs * 2),
+          signal: run.signal ? AbortSignal.any([AbortSignal.timeout(timeoutMs * 2), run.signal]) : AbortSignal.timeout(timeoutMs * 2),
         });
         status = response.statusCode;
         responseHeaders = response.headers;
         text = await response.body.text();
       } catch (error) {
+        // The send's own signal: this request's fate is unknown; the rest are not sent.
+        if (run.signal?.aborted) {
+          const failure = abortedFailure('in-flight');
+          run.stop ??= failure;
+          return undeliverable(failure);
+        }
         // Nothing listening, before the service ever answered: a wrong URL or port, not a restart.
         if (!this.#reached && isConnectionRefused(error)) {
           return stop(withAdvice({ code: 'CONNECTION_REFUSED', message: `connection refused at ${this.#origin} (ECONNREFUSED)`, httpStatus: null, errorCode: 'ECONNREFUSED' }, this.#eventsUrl));
@@ -372,7 +418,7 @@ export class Client {
         totals.retries++;
         notify<RetryInfo>(o.onRetry, () => ({ reason: 'network-error', status: null, error: failure, retry: retries, delayMs, retryAfterMs: undefined, events: request.items.length }));
         progress();
-        await sleep(delayMs);
+        await sleep(delayMs, run.signal);
         continue;
       }
 
@@ -395,7 +441,7 @@ export class Client {
         totals.retries++;
         notify<RetryInfo>(o.onRetry, () => ({ reason: 'server-error', status, error: failure, retry: retries, delayMs, retryAfterMs, events: request.items.length }));
         progress();
-        await sleep(delayMs);
+        await sleep(delayMs, run.signal);
         continue;
       }
       if (kind === 'rate-limited') {
@@ -456,8 +502,10 @@ export class Client {
 interface RunState {
   /** No request starts before this time (ms): set by a 429's Retry-After. */
   pauseUntil: number;
-  /** Set after a failure that every later request would meet too (401, 403, 404, untrusted certificate, unknown host). */
+  /** Set after a failure that every later request would meet too (401, 403, 404, untrusted certificate, unknown host), or an abort. */
   stop: DeliveryFailure | undefined;
+  /** The send's abort signal (send() options). */
+  readonly signal: AbortSignal | undefined;
 }
 
 /** Events of a request that is not sent because an earlier one showed every request would fail. */

@@ -50,7 +50,12 @@ export type FailureCode =
   /** Request-level: the server's certificate is not trusted (or TLS 1.3 not spoken). */
   | 'TLS'
   /** Request-level: the host name does not resolve. */
-  | 'HOST_NOT_FOUND';
+  | 'HOST_NOT_FOUND'
+  /**
+   * Request-level: the send's `signal` aborted it. A request in flight then may or may not have been
+   * stored (resending is safe: events merge by id); the requests not yet sent were not.
+   */
+  | 'ABORTED';
 
 export interface DeliveryFailure {
   readonly code: FailureCode;

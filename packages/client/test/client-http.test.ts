@@ -208,3 +208,44 @@ test('retryDeadlineMs: a retry whose wait would end past it is not made; without
   }
   assert.throws(() => s.client({ retryDeadlineMs: Number.NaN }), /^TypeError: Client: retryDeadlineMs must be a number of ms from 0/);
 });
+
+test('send with a signal: aborted mid-send, what was accepted stays accepted, the request in flight and those not sent are undeliverable with ABORTED', async () => {
+  // Request 0 is answered at once; request 1 is held until the abort; requests 2-3 never start (concurrency 1).
+  const controller = new AbortController();
+  const s = await scripted((_seen, n) => {
+    if (n === 1) setTimeout(() => controller.abort(), 50);
+    return n === 1 ? { status: 200, body: { accepted: 1 }, delayMs: 5_000 } : { status: 200, body: { accepted: 1 } };
+  });
+  const c = s.client({ maxEventsPerRequest: 1, concurrency: 1 });
+  try {
+    const r = await c.send([ev('a'), ev('b'), ev('c'), ev('d')], { signal: controller.signal });
+    assert.deepEqual(r.results.map((x) => x.status), ['accepted', 'undeliverable', 'undeliverable', 'undeliverable'], JSON.stringify(r.results));
+    const [, inFlight, unsent] = r.results as { error: { code: string; message: string } }[];
+    assert.equal(inFlight!.error.code, 'ABORTED');
+    assert.match(inFlight!.error.message, /in flight: it may or may not have been stored/);
+    assert.equal(unsent!.error.code, 'ABORTED');
+    assert.match(unsent!.error.message, /before this request was sent/);
+    assert.equal(r.failure?.code, 'ABORTED');
+    assert.equal(s.seen.length, 2, 'the requests after the abort were not sent');
+  } finally {
+    await c.close();
+    await s.close();
+  }
+});
+
+test('send with a signal: an abort ends a retry wait at once; the request is not retried', async () => {
+  const controller = new AbortController();
+  const s = await scripted([{ status: 503, body: { error: 'busy' } }, { status: 200, body: { accepted: 1 } }]);
+  // The retry would wait 9.9 s (backoff 10 s, random 0.99); the abort comes during the wait.
+  const c = s.client({ backoff: { baseMs: 10_000, maxMs: 10_000 }, random: () => 0.99, onRetry: () => void setTimeout(() => controller.abort(), 50) });
+  try {
+    const r = await c.send([ev('a')], { signal: controller.signal });
+    const x = r.results[0] as { status: string; attempts: number; error: { code: string; message: string } };
+    assert.deepEqual([x.status, x.attempts, x.error.code], ['undeliverable', 1, 'ABORTED']);
+    assert.match(x.error.message, /waited to be retried/);
+    assert.equal(s.seen.length, 1, 'not retried');
+  } finally {
+    await c.close();
+    await s.close();
+  }
+});
