@@ -234,8 +234,15 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
             latest = p;
           },
         });
+        // Ctrl-C (or a SIGTERM) interrupts the send instead of killing it: the events not delivered
+        // are reported and written to --rejects, and what was accepted stays accepted. A second
+        // signal finds no listener and ends the process as usual.
+        const interrupt = new AbortController();
+        const onSignal = () => interrupt.abort();
+        process.once('SIGINT', onSignal);
+        process.once('SIGTERM', onSignal);
         try {
-          const result = await client.send(events);
+          const result = await client.send(events, { signal: interrupt.signal });
           results = result.results.filter((r) => r.status !== 'accepted');
           totals = result;
           durationMs = result.durationMs;
@@ -244,6 +251,8 @@ export function registerSendCommand(program: Command, ctx: CliContext): void {
           if (opts.demo && first?.status === 'accepted') demoId = first.id;
           latest = { ...result, done: result.total, elapsedMs: result.durationMs };
         } finally {
+          process.removeListener('SIGINT', onSignal);
+          process.removeListener('SIGTERM', onSignal);
           await client.close();
           if (timer) clearInterval(timer);
         }

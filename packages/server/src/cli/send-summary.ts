@@ -24,6 +24,8 @@ import { num } from './send-progress.js';
 export const EXIT_REJECTED = 1;
 export const EXIT_UNDELIVERABLE = 3;
 export const EXIT_REQUEST_FAILURE = 4;
+/** Interrupted by SIGINT/SIGTERM (the shell's 128 + SIGINT). */
+export const EXIT_INTERRUPTED = 130;
 /** Per-event problems printed on stderr before "see --rejects". */
 export const MAX_PRINTED_PROBLEMS = 10;
 
@@ -170,7 +172,10 @@ export function reportSend(ctx: CliContext, o: SendOutcome): void {
     stderr.write(`  ${line !== null ? `line ${line}` : `event ${r.index}`}${r.id ? ` (id ${r.id})` : ''}: ${r.status}: ${r.error.message}\n`);
   }
   if (problems.length > MAX_PRINTED_PROBLEMS) stderr.write(`  … and ${num(problems.length - MAX_PRINTED_PROBLEMS)} more${rejectsFile ? ` (see ${rejectsFile})` : ' (--rejects FILE writes them all)'}\n`);
-  if (failure !== undefined) {
+  if (failure?.code === 'ABORTED') {
+    stderr.write(`interrupted: ${plural(allTotals.undeliverable, 'event', 'events')} not delivered${rejectsFile ? ` (see ${rejectsFile})` : ' (--rejects FILE writes them)'}; resend ${allTotals.undeliverable === 1 ? 'it, its id is kept' : 'them, their ids are kept'} (a request in flight may have been stored: resending is safe)\n`);
+    ctx.setExitCode(EXIT_INTERRUPTED);
+  } else if (failure !== undefined) {
     // One request-level failure: said once, with its fix; never as N per-event errors.
     stderr.write(`error: ${advice}. Nothing more was sent: ${plural(allTotals.undeliverable, 'event', 'events')} not delivered${rejectsFile ? ` (see ${rejectsFile})` : ''}; ${allTotals.undeliverable === 1 ? 'resend it after the fix, its id is kept' : 'resend them after the fix, their ids are kept'}\n`);
     ctx.setExitCode(EXIT_REQUEST_FAILURE);

@@ -12,6 +12,7 @@ import { join, resolve } from 'node:path';
 import { main } from '../../src/cli/main.js';
 import { progressLine, sameStoreOptions } from '../../src/cli/send-command.js';
 import { exportQueue, profileArgs, provision, startServer, tempDataDir, type ServerProcess } from '../helpers/server-process.js';
+import { waitFor } from '../helpers/fault-tools.js';
 
 let dataDir: string;
 let server: ServerProcess;
@@ -257,6 +258,49 @@ test('on a terminal the progress bar redraws in place and fits the width', async
     }
     assert.match(draws.at(-1)!, /^\[█+\] 100% 3,000\/3,000 done/);
   }
+});
+
+test('Ctrl-C interrupts a send: what was accepted stays accepted, the rest goes to --rejects as ABORTED, exit 130', async () => {
+  // One request per second for this data set: the send's three requests take at least two seconds.
+  const slow = await provision(dataDir, ['slow']);
+  assert.equal((await run(['data-set', 'limits', 'slow', '--rps', '1', '--burst-rps', '1', '--burst-seconds', '1'])).code, 0);
+  const slowEnv = { ECAPI_URL: `https://127.0.0.1:${server.port}`, ECAPI_KEY_ID: slow.keyId, ECAPI_SECRET: slow.secret, ECAPI_DATA_SET: 'slow' };
+  const one = join(work, 'one-slow.ndjson');
+  writeFileSync(one, JSON.stringify({ timestamp: ts(), event_type: 'page_view' }) + '\n');
+  // The server has the limits once a second request in a row is told to wait (429, retried by send).
+  await waitFor('the data set\'s limits in force', async () => {
+    await run(['send', '--no-progress', '--max-retries', '0', one], slowEnv);
+    return (JSON.parse((await run(['send', '--no-progress', '--json', one], slowEnv)).stdout) as { retries: number }).retries >= 1;
+  }, 20_000, 100);
+  const file = join(work, 'interrupted.ndjson');
+  const rejects = join(work, 'interrupted-rejects.ndjson');
+  const ids = Array.from({ length: 3000 }, (_, i) => `int-${i}-${Date.now()}`);
+  writeFileSync(file, ids.map((id) => JSON.stringify({ id, timestamp: ts(), event_type: 'page_view' })).join('\n'));
+  let stderr = '';
+  let stdout = '';
+  const sending = main(['--data-dir', dataDir, ...(await profileArgs(dataDir)), 'send', '--concurrency', '1', '--rejects', rejects, file], {
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: Object.assign({ write: (t: string) => (stderr += t) }, { isTTY: true, columns: 120 }),
+    env: slowEnv,
+  });
+  // Once the first request is accepted (the progress bar redraws every 100 ms), the signal.
+  await waitFor('the first request accepted', async () => /[1-9][\d,]* accepted/.test(stderr), 20_000, 20);
+  process.emit('SIGINT');
+  const code = await sending;
+  assert.equal(code, 130, stderr);
+  const summary = /^3,000 events in [\d.]+ s: ([\d,]+) accepted, 0 rejected, ([\d,]+) undeliverable/m.exec(stdout);
+  assert.ok(summary, stdout);
+  const [accepted, undeliverable] = [summary[1], summary[2]].map((n) => Number(n!.replace(/,/g, '')));
+  assert.ok(accepted! >= 1000 && undeliverable! >= 1000 && accepted! + undeliverable! === 3000, stdout);
+  assert.match(stderr, new RegExp(`^interrupted: ${undeliverable!.toLocaleString('en-US')} events not delivered \\(see .*interrupted-rejects\\.ndjson\\); resend them, their ids are kept`, 'm'));
+  const written = readFileSync(rejects, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { id?: string; status: string; code: string });
+  assert.equal(written.length, undeliverable);
+  assert.ok(written.every((w) => w.status === 'undeliverable' && w.code === 'ABORTED'), JSON.stringify(written[0]));
+  // What was answered 200 is in the queue.
+  const queued = new Set((await exportQueue(dataDir)).map((r) => r.event.id as string));
+  const notDelivered = new Set(written.map((w) => w.id));
+  assert.ok(ids.filter((id) => !notDelivered.has(id)).every((id) => queued.has(id)), 'every accepted event is queued');
+  assert.equal(process.listenerCount('SIGINT'), 0, 'the send let go of SIGINT');
 });
 
 test('progressLine: a bar and as many numbers as fit; plain text off a terminal', () => {
