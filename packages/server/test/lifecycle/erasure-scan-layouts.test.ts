@@ -28,6 +28,8 @@ import { purchaseEvent as event } from '../helpers/purchase-event.js';
 const skip = TEST_PROFILE === 'sqlite' ? false : 'embedded profile only: on PostgreSQL the bytes live in the database server (postgres-erasure.test.ts)';
 
 const SHARDED = { ECAPI_VIEW_LAYOUT: 'sharded', ECAPI_VIEW_PARTITIONS: '2' };
+/** Named, not inherited: .ci/run runs the lifecycle suites again with ECAPI_VIEW_LAYOUT=sharded. */
+const DATA_SETS = { ECAPI_VIEW_LAYOUT: 'data-sets', ECAPI_VIEW_PARTITIONS: '2' };
 const RETENTION_BOUND_MS = 10_000;
 
 const caughtUp = (dataDir: string) => consumerCaughtUp(dataDir, 30_000);
@@ -57,7 +59,7 @@ async function layoutOf(dataDir: string): Promise<string> {
 for (const layout of ['partitions', 'sharded'] as const) test(`${layout} layout: forget (identities united, re-sends, body log) and events delete (a phone only it carried): once done, no byte left in any file`, { skip, timeout: 120_000 }, async (t) => {
   const dataDir = tempDataDir('ecapi-erasure-sharded-');
   const creds = await provision(dataDir, ['shop']);
-  const server = await startServer({ dataDir, args: ['--workers', '1'], extraEnv: layout === 'sharded' ? SHARDED : { ECAPI_VIEW_PARTITIONS: '2' } });
+  const server = await startServer({ dataDir, args: ['--workers', '1'], extraEnv: layout === 'sharded' ? SHARDED : DATA_SETS });
   const rnd = randomBytes(8).toString('hex');
   const A = sha(`sh-erase-me-${rnd}@example.com`);
   const P = sha(`+1555${rnd}`); // first an identity of its own, then united with A's
@@ -166,7 +168,7 @@ for (const layout of ['partitions', 'sharded'] as const) {
   test(`${layout} layout: events delete of a record whose customer_identifier and ifa a merged re-send replaced (its identity keeps another record): no byte of the older values left`, { timeout: 90_000 }, async (t) => {
     const dataDir = tempDataDir('ecapi-erasure-scalar-');
     const creds = await provision(dataDir, ['shop']);
-    const server = await startServer({ dataDir, args: ['--workers', '1'], extraEnv: layout === 'sharded' ? SHARDED : {} });
+    const server = await startServer({ dataDir, args: ['--workers', '1'], extraEnv: layout === 'sharded' ? SHARDED : DATA_SETS });
     const rnd = randomBytes(8).toString('hex');
     const E = sha(`shared-${rnd}@example.com`); // the identity's email, which another record keeps
     const C1 = sha(`cid-1-${rnd}`); // the deleted event's first customer id, replaced by C2
