@@ -66,7 +66,11 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   const rateLimiter =
     config.rateLimit === false
       ? new UnlimitedRateLimiter()
-      : (storage.clusterRateLimiter({ onError: (error) => logger.warn({ err: { message: error.message } }, 'rate-limit lease failed') }) ?? nodeLimiter());
+      : (storage.clusterRateLimiter({
+          // Once per change, not per request (rate-limit/postgres-lease-channel.ts).
+          onError: (error) => logger.warn({ err: { message: error.message } }, 'rate-limit lease failed: requests are admitted without the cluster-wide limits until the database answers again'),
+          onRecovered: () => logger.info('rate-limit leases recovered'),
+        }) ?? nodeLimiter());
   const failedAuth = new FailedAuthShedder({ perSecond: config.failedAuthPerSecond, burst: config.failedAuthBurst });
   // Analytics (asynchronous side): ingest outcomes recorded off the hot path; stats and consumer lag read from the files.
   const outcomes = options.outcomes ?? new BufferedOutcomeRecorder(

@@ -8,6 +8,11 @@
  *
  * Every admitted request took its tokens from the one row, so the cluster never admits more than
  * the limits; leases held elsewhere can only delay admission by up to one lease lifetime.
+ *
+ * While the database is unreachable every refill fails (and fails open, below): `onError` hears the
+ * first failure and `onRecovered` the first success after it, once per change like the queue's
+ * health (observability/queue-health-log.ts), not once per request: under load in an outage that
+ * would be a warning line per refill, two per request.
  */
 import type { BucketView, LimitName } from './data-set-buckets.js';
 import { eventsCapacity, sustainedCapacity, type DataSetLimits } from './data-set-limits.js';
@@ -33,10 +38,26 @@ export class PostgresLeaseChannel implements IpcChannel {
   readonly #pool: Pool;
   readonly #listeners = new Set<(message: unknown) => void>();
   readonly #onError: (error: Error) => void;
+  readonly #onRecovered: () => void;
+  /** A call failed and none has succeeded since. */
+  #failing = false;
 
-  constructor(pool: Pool, options: { onError?: (error: Error) => void } = {}) {
+  constructor(pool: Pool, options: { onError?: (error: Error) => void; onRecovered?: () => void } = {}) {
     this.#pool = pool;
     this.#onError = options.onError ?? (() => undefined);
+    this.#onRecovered = options.onRecovered ?? (() => undefined);
+  }
+
+  #failed(error: Error): void {
+    if (this.#failing) return;
+    this.#failing = true;
+    this.#onError(error);
+  }
+
+  #succeeded(): void {
+    if (!this.#failing) return;
+    this.#failing = false;
+    this.#onRecovered();
   }
 
   #giveBack(giveBack: readonly LeaseGiveBack[]): Promise<unknown> {
@@ -44,7 +65,7 @@ export class PostgresLeaseChannel implements IpcChannel {
       giveBack.map((g) =>
         this.#pool
           .query('SELECT rl_give_back($1, $2, $3, $4, $5, $6, $7, $8)', [g.dataSetId, ...limitArgs(g.limits), g.requests, g.events, g.second])
-          .catch((error: Error) => this.#onError(error)),
+          .then(() => this.#succeeded(), (error: Error) => this.#failed(error)),
       ),
     );
   }
@@ -60,6 +81,7 @@ export class PostgresLeaseChannel implements IpcChannel {
         message.want.requests,
         message.want.events,
       ]);
+      this.#succeeded();
       const row = rows[0]!;
       const second = Math.floor(Number(row.o_now_ms) / 1000);
       const view: BucketView = {
@@ -83,7 +105,7 @@ export class PostgresLeaseChannel implements IpcChannel {
     } catch (error) {
       // The authority is unreachable: fail open for this request rather than refuse every sender
       // while the queue (the same database) decides whether the request can be stored at all.
-      this.#onError(error as Error);
+      this.#failed(error as Error);
       return {
         type: 'ecapi:rl-grant',
         id: message.id,

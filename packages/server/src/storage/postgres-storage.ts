@@ -97,7 +97,7 @@ export class PostgresStorage implements Storage {
     return new PostgresIngestStatsStore(this.#pool);
   }
 
-  clusterRateLimiter(options: { onError?: (error: Error) => void } = {}): RateLimiter {
+  clusterRateLimiter(options: { onError?: (error: Error) => void; onRecovered?: () => void } = {}): RateLimiter {
     // Its own small pool: a lease refill never waits behind a queue commit, and its commits need
     // no fsync (the table is UNLOGGED; synchronous_commit=off for these sessions).
     this.#limitsPool ??= createPool(this.#url, this.#env, { max: 4, settings: { synchronous_commit: 'off' }, applicationName: 'ecapi-ingest limits' });

@@ -45,9 +45,10 @@ export interface Storage {
   ingestStats(options?: { busyTimeoutMs?: number }): IngestStatsStore;
   /**
    * A rate limiter whose authority is shared by every node of a cluster, or null when the
-   * authority is the node itself (a LocalRateLimiter, or the primary's over IPC).
+   * authority is the node itself (a LocalRateLimiter, or the primary's over IPC). `onError`: the
+   * authority became unreachable (leases fail open meanwhile); `onRecovered`: it answers again.
    */
-  clusterRateLimiter(options?: { onError?: (error: Error) => void }): RateLimiter | null;
+  clusterRateLimiter(options?: { onError?: (error: Error) => void; onRecovered?: () => void }): RateLimiter | null;
   /** A warning when the store would acknowledge commits that are not durable (fsync off…), else null. */
   durabilityWarning(): Promise<string | null>;
   /** Runs the merged-view consumer of this process until `stopped`. */
