@@ -112,8 +112,7 @@ function headerValue(headers: Record<string, string | string[] | undefined>, nam
   return Array.isArray(v) ? v[0] : v;
 }
 
-/** setTimeout, kept within its 32-bit range (a longer delay would fire after 1 ms). */
-/** Waits `ms` (capped at Node's longest timer), or until `signal` aborts. */
+/** Waits `ms`, or until `signal` aborts; kept within setTimeout's 32-bit range (a longer delay would fire after 1 ms). */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   if (signal?.aborted) return Promise.resolve();
   return new Promise<void>((resolve) => {
