@@ -178,10 +178,10 @@ export interface ViewEraser {
   /**
    * Deletes one record by its key (and its identity when it was the identity's last record), if its
    * first event was queued up to `boundSeq`; counted in the request's tally. An identity that keeps
-   * other records loses its identifier links that no remaining record of it carries (those only the
-   * deleted record carried, and those of identifiers a merged re-send replaced, which an earlier
-   * version of the deleted record may have brought), which would otherwise still resolve to it
-   * (counted in the tally's links).
+   * other records loses, of its identifier links that no remaining record of it carries, those of
+   * the deleted record's identifiers (identifiersOfStoredEvent) and those of replaceable kinds
+   * (isReplaceableIdentifier: an earlier version of the deleted record may have brought a value a
+   * re-send replaced), which would otherwise still resolve to it (counted in the tally's links).
    */
   deleteRecord(requestId: number, dataSetId: string, recordKey: string, boundSeq: number): Promise<void>;
   /**
