@@ -105,7 +105,7 @@ function positive(name: string, value: number | undefined, fallback: number): nu
 }
 
 /** A user callback's error, thrown again outside the loop that called it (an uncaught exception, as from an event handler), so the loop goes on. */
-export const rethrowOutside = (error: unknown) => queueMicrotask(() => {
+const rethrowOutside = (error: unknown) => queueMicrotask(() => {
   throw error;
 });
 
@@ -172,14 +172,7 @@ export class Batcher {
     if (this.#heldEvents + 1 > this.#maxEvents || this.#heldBytes + bytes > this.#maxBytes) {
       this.#stats.dropped++;
       const message = `queue full: ${this.#heldEvents} events, ${this.#heldBytes} bytes held (maxQueuedEvents ${this.#maxEvents}, maxQueuedBytes ${this.#maxBytes}); the newest event is dropped`;
-      const onDrop = this.#options.onDrop;
-      if (onDrop) {
-        try {
-          onDrop({ reason: 'queue-full', event: p.event, id: p.id, message });
-        } catch (error) {
-          rethrowOutside(error);
-        }
-      }
+      notify(this.#options.onDrop, () => ({ reason: 'queue-full' as const, event: p.event, id: p.id, message }));
       return { status: 'dropped', id: p.id, message };
     }
     const held: Held = { seq: ++this.#seq, json: p.json, bytes, id: p.id };
@@ -268,11 +261,7 @@ export class Batcher {
         this.#stats.accepted += result.accepted;
         this.#stats.rejected += result.rejected;
         this.#stats.undeliverable += result.undeliverable;
-        try {
-          this.#options.onBatch?.(result);
-        } catch (error) {
-          rethrowOutside(error);
-        }
+        notify(this.#options.onBatch, () => result);
       } else {
         this.#stats.undeliverable += batch.length;
       }

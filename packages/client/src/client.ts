@@ -370,12 +370,8 @@ export class Client {
       // Another request's 429 paused the send: waited, unless this one has retried and the pause outlasts its deadline.
       if (wait > 0 && last !== undefined && pastDeadline(wait)) return undeliverable(givenUp(last));
       if (wait > 0) await sleep(wait, run.signal);
-      if (run.signal?.aborted) {
-        // Its own state when it had been tried; the send's failure names the first request it stopped.
-        const failure = abortedFailure(attempts > 0 ? 'waiting' : 'unsent');
-        run.stop ??= failure;
-        return notSent(request, prep, failure, attempts, record);
-      }
+      // Its own state when it had been tried; the send's failure names the first request it stopped.
+      if (run.signal?.aborted) return stop(abortedFailure(attempts > 0 ? 'waiting' : 'unsent'));
       if (run.stop) return notSent(request, prep, run.stop, attempts, record);
       attempts++;
       totals.requests++;
@@ -398,11 +394,7 @@ export class Client {
         text = await response.body.text();
       } catch (error) {
         // The send's own signal: this request's fate is unknown; the rest are not sent.
-        if (run.signal?.aborted) {
-          const failure = abortedFailure('in-flight');
-          run.stop ??= failure;
-          return undeliverable(failure);
-        }
+        if (run.signal?.aborted) return stop(abortedFailure('in-flight'));
         // Nothing listening, before the service ever answered: a wrong URL or port, not a restart.
         if (!this.#reached && isConnectionRefused(error)) {
           return stop(withAdvice({ code: 'CONNECTION_REFUSED', message: `connection refused at ${this.#origin} (ECONNREFUSED)`, httpStatus: null, errorCode: 'ECONNREFUSED' }, this.#eventsUrl));

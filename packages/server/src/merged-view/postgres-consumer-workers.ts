@@ -44,7 +44,8 @@ export async function consumerWorkers(pool: Pick<Pool, 'query'>): Promise<Consum
     pool.query<{ part: number; owner: string }>(`SELECT part, owner FROM consumer_leases WHERE owner IS NOT NULL AND expires_at > ${DB_NOW_MS} ORDER BY part`),
   ]);
   // Before the first worker records a layout, its lanes are the default layout's (data-sets).
-  const lanes = viewLanes(layout ?? { kind: 'data-sets', shards: 0 });
+  const layoutNow = layout ?? { kind: 'data-sets' as const, shards: 0 };
+  const lanes = viewLanes(layoutNow);
   const known = new Set(lanes.map((lane) => lane.lease));
   const held = new Map<string, string[]>();
   const heldLeases = new Set<number>();
@@ -54,7 +55,7 @@ export async function consumerWorkers(pool: Pick<Pool, 'query'>): Promise<Consum
     heldLeases.add(part);
     let names = held.get(owner);
     if (!names) held.set(owner, (names = []));
-    names.push(laneName(laneOf(layout ?? { kind: 'data-sets', shards: 0 }, part)));
+    names.push(laneName(laneOf(layoutNow, part)));
   }
   return {
     workers: members.rows.map((row) => ({

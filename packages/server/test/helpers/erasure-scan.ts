@@ -56,16 +56,23 @@ export function filesUnder(dir: string): string[] {
   return out.sort();
 }
 
-/** Where any needle occurs: "file: label" lines (empty when nothing is left). */
-export function residue(dataDir: string, needles: readonly Needle[]): string[] {
-  const found: string[] = [];
+/** Every file under `dataDir` with its bytes (a file unlinked meanwhile is skipped: its bytes are gone with it). */
+function* filesWithBytes(dataDir: string): Generator<{ file: string; bytes: Buffer }> {
   for (const file of filesUnder(dataDir)) {
     let bytes: Buffer;
     try {
       bytes = readFileSync(file);
     } catch {
-      continue; // unlinked meanwhile: its bytes are gone with it
+      continue;
     }
+    yield { file, bytes };
+  }
+}
+
+/** Where any needle occurs: "file: label" lines (empty when nothing is left). */
+export function residue(dataDir: string, needles: readonly Needle[]): string[] {
+  const found: string[] = [];
+  for (const { file, bytes } of filesWithBytes(dataDir)) {
     for (const needle of needles) {
       const at = bytes.indexOf(needle.bytes);
       if (at >= 0) {
@@ -86,13 +93,7 @@ export function residue(dataDir: string, needles: readonly Needle[]): string[] {
  */
 export function locate(dataDir: string, needles: readonly Needle[]): string[] {
   const out: string[] = [];
-  for (const file of filesUnder(dataDir)) {
-    let bytes: Buffer;
-    try {
-      bytes = readFileSync(file);
-    } catch {
-      continue;
-    }
+  for (const { file, bytes } of filesWithBytes(dataDir)) {
     const isDb = bytes.subarray(0, 16).toString('latin1') === 'SQLite format 3\0';
     const pageSize = isDb ? (bytes.readUInt16BE(16) === 1 ? 65536 : bytes.readUInt16BE(16)) : 0;
     for (const needle of needles) {
