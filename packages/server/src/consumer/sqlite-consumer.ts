@@ -101,7 +101,7 @@ export async function runSqliteConsumer(
               everyMs: options.retentionEveryMs ?? RETENTION_EVERY_MS,
               run: async () => {
                 const round = retention.run(await view.offset(VIEW_CONSUMER), retentionMs);
-                await retention.truncateWal(); // issue 29: no copy of deleted segments left in the WAL
+                await retention.clearOldCopies(); // issue 29: no copy of deleted segments left in queue.db or its WAL
                 if (round.segmentsDeleted > 0 || round.filesDeleted > 0) {
                   options.logger.info({ deleted_segments: round.segmentsDeleted, deleted_body_files: round.filesDeleted }, 'queue retention');
                 }

@@ -16,8 +16,8 @@ export type DeletionKind = 'forget_identifier' | 'forget_identity' | 'delete_eve
 export type TargetDigester = (dataSetId: string, kind: DeletionKind, value: string) => string;
 
 /**
- * A write-ahead log that still holds deleted bytes could not be truncated yet (a reader holds an
- * older snapshot): the request stays pending, its counts settled, and is finished at a later round
+ * A file or its write-ahead log that still holds deleted bytes could not be cleared yet (a reader
+ * holds an older snapshot, fs/old-copies.ts): the request stays pending, its counts settled, and is finished at a later round
  * (the runner goes on with the other requests and retention meanwhile).
  */
 export class WalBusyError extends Error {}
@@ -123,8 +123,8 @@ export interface LifecycleStore {
   suppress(dataSetId: string, digests: readonly string[], requestId: number): Promise<number>;
   /**
    * Clears a request's target (the only clear identifier kept) and marks it done with its counts.
-   * The embedded profile clears the target first and marks the request done only once lifecycle.db's
-   * WAL holds no older image of it; while a reader keeps the WAL from being truncated it throws
+   * The embedded profile clears the target first and marks the request done only once lifecycle.db
+   * and its WAL hold no older copy of it (fs/old-copies.ts); while a reader keeps them busy it throws
    * WalBusyError, the request stays pending with its counts settled, and the runner finishes it at a
    * later round.
    */
@@ -220,10 +220,11 @@ export interface ViewEraser {
   /** Forgets the tally (it names straddling event ids) once the result is stored. */
   clearTally(requestId: number): Promise<void>;
   /**
-   * Leaves no old copy of deleted rows where the store keeps them: embedded, the WAL is copied back
-   * and truncated (true when it was); PostgreSQL, a VACUUM of the touched tables.
+   * Leaves no old copy of deleted rows where the store keeps them: embedded, the b-tree pages'
+   * unallocated space is zeroed and the WAL copied back and truncated (fs/old-copies.ts; true when
+   * both were done, false when busy); PostgreSQL, a VACUUM of the touched tables.
    */
-  truncate(): Promise<boolean>;
+  clearOldCopies(): Promise<boolean>;
 }
 
 /**
@@ -343,8 +344,8 @@ export interface QueueEraser {
    * grace period ago (embedded; waits for it when `wait`); returns bytes overwritten.
    */
   overwritePending(options?: { wait?: boolean }): Promise<number>;
-  /** As ViewEraser.truncate, for the queue (embedded: queue.db's WAL; PostgreSQL: VACUUM). */
-  truncate(): Promise<boolean>;
+  /** As ViewEraser.clearOldCopies, for the queue (embedded: queue.db; PostgreSQL: VACUUM). */
+  clearOldCopies(): Promise<boolean>;
 }
 
 /** Bytes per store; `body_log` is 0 on PostgreSQL (no body log). */

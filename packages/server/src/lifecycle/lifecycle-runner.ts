@@ -34,7 +34,8 @@
  * all attempts. Order: (with --suppress) suppression (and a wait for older versions' consumers), view records,
  * queue copies (their body-log bytes zeroed and synced), the identity tree, then the counts are
  * settled in the request; then the tallies go,
- * the WALs are truncated, and only then is the request marked done: "done" means no byte is left.
+ * the old copies are cleared (the pages' unallocated space zeroed, the WALs truncated:
+ * fs/old-copies.ts), and only then is the request marked done: "done" means no byte is left.
  *
  * Space (issue 29): a person's deletion runs in transactions of a few hundred rows with a
  * checkpoint after each, so the WAL does not grow by the whole deletion; before each step it checks
@@ -112,7 +113,7 @@ export class LifecycleRunner {
   #stopping = false;
   #spaceWarnedFor = new Set<number>();
   readonly #waitReason = new Map<number, string>();
-  /** View erasers whose WAL still holds pages of records retention deleted (truncated at every tick until done). */
+  /** View erasers whose files may still hold old copies of records retention deleted (cleared at every tick until done). */
   readonly #walDirty = new Set<ViewEraser>();
 
   constructor(options: LifecycleRunnerOptions) {
@@ -159,8 +160,8 @@ export class LifecycleRunner {
       this.#lastRetention = nowMs;
       await this.#retention(nowMs);
     }
-    // Expired records leave no page image in the WALs either (retried each tick while busy).
-    for (const eraser of [...this.#walDirty]) if (await eraser.truncate()) this.#walDirty.delete(eraser);
+    // Expired records leave no old copy in the view files either (retried each tick while busy).
+    for (const eraser of [...this.#walDirty]) if (await eraser.clearOldCopies()) this.#walDirty.delete(eraser);
   }
 
   /** Until stopped: a tick a second (errors logged, the next tick tries again). */
@@ -332,17 +333,18 @@ export class LifecycleRunner {
   }
 
   /**
-   * The tallies go, the WALs are truncated (no old page image left), then the request is done: the
-   * store clears the target and truncates its own WAL before it marks it done. A WAL that cannot be
-   * truncated yet (WalBusyError: a reader holds an older snapshot) leaves the request pending, logged
-   * as waiting with the reason; the round goes on with the other requests and retention.
+   * The tallies go, the old copies go (the pages' unallocated space zeroed, the WALs truncated: no old
+   * page image left), then the request is done: the store clears the target, scrubs and truncates
+   * lifecycle.db before it marks it done. Files that cannot be cleared yet (WalBusyError: a reader
+   * holds an older snapshot) leave the request pending, logged as waiting with the reason; the round
+   * goes on with the other requests and retention.
    */
   async #finish(request: DeletionRequest, eraser: ViewEraser | null, result: DeletionResult): Promise<void> {
     const { id, dataSetId } = request;
     if (eraser) await eraser.clearTally(id);
     await this.#b.queue.clearTally(id);
-    if (eraser && !(await eraser.truncate())) throw new WalBusyError('the view WAL could not be truncated yet (busy); the request is finished at a later round');
-    if (!(await this.#b.queue.truncate())) throw new WalBusyError('the queue WAL could not be truncated yet (busy); the request is finished at a later round');
+    if (eraser && !(await eraser.clearOldCopies())) throw new WalBusyError('the view files could not be cleared of old copies yet (busy); the request is finished at a later round');
+    if (!(await this.#b.queue.clearOldCopies())) throw new WalBusyError('queue.db could not be cleared of old copies yet (busy); the request is finished at a later round');
     await this.#b.store.complete(id, result);
     this.#spaceWarnedFor.delete(id);
     this.#waitReason.delete(id);

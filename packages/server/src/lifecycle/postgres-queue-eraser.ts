@@ -7,7 +7,7 @@
  * The erased events' entries in the segment's `metas` become null by the same UPDATE
  * (lifecycle-backend.ts eraseMetasOf: a redacted path can name a property key that is an email).
  *
- * The old row version is a dead tuple until (auto)vacuum; `truncate` runs VACUUM on queue_segments
+ * The old row version is a dead tuple until (auto)vacuum; `clearOldCopies` runs VACUUM on queue_segments
  * after a request (issue 29); its bytes are overwritten when the page space is reused. There is no
  * body log on this profile. Each UPDATE adds its count to the request's tally in the same
  * transaction (postgres-lifecycle-store.ts), exact across takeovers.
@@ -79,7 +79,7 @@ export class PostgresQueueEraser implements QueueEraser {
     return 0;
   }
 
-  async truncate(): Promise<boolean> {
+  async clearOldCopies(): Promise<boolean> {
     await vacuum(this.#pool, ['queue_segments']);
     return true;
   }

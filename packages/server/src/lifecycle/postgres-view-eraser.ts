@@ -6,7 +6,7 @@
  *
  * Space: deleted rows are dead tuples until (auto)vacuum marks their space free; later inserts
  * reuse it, so the tables stop growing once retention deletes as much as comes in. After a person's
- * deletion, `truncate` runs VACUUM on the view's tables (issue 29): the dead row versions leave
+ * deletion, `clearOldCopies` runs VACUUM on the view's tables (issue 29): the dead row versions leave
  * the tables' visible space now; their bytes stay in the data files until the space is reused, and
  * in the server's WAL, archives and backups until those expire (docs/SECURITY.md).
  *
@@ -414,7 +414,7 @@ export class PostgresViewEraser implements ViewEraser {
   /** The tally is replaced by the final counts (settle): nothing to clear here. */
   async clearTally(): Promise<void> {}
 
-  async truncate(): Promise<boolean> {
+  async clearOldCopies(): Promise<boolean> {
     await vacuum(this.#pool, ['view_records', 'view_record_identities', 'identity_nodes', 'identity_identifiers']);
     return true;
   }

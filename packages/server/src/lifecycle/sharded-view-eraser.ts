@@ -179,9 +179,9 @@ export class ShardedViewEraser implements ViewEraser {
     for (const part of this.#parts) await part.clearTally(requestId);
   }
 
-  async truncate(): Promise<boolean> {
+  async clearOldCopies(): Promise<boolean> {
     let all = true;
-    for (const part of this.#parts) all = (await part.truncate()) && all;
+    for (const part of this.#parts) all = (await part.clearOldCopies()) && all;
     return all;
   }
 

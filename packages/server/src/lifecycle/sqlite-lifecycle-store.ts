@@ -8,9 +8,10 @@
  *
  * Identifiers in clear: a pending request holds the identifier (or event id) it targets, because
  * the worker must look it up in the view when it runs. `complete` clears the column while the request
- * is still pending (its counts settled: what is left needs no target), then truncates the WAL, whose
- * older page images still hold the target, and marks the request done only once that succeeded: a
- * reader holding an older snapshot open (a backup, a sqlite3 shell) keeps the WAL from being cut,
+ * is still pending (its counts settled: what is left needs no target), then clears the old copies
+ * (the WAL's older page images, and a rebuilt page's unallocated space: fs/old-copies.ts), and marks
+ * the request done only once that succeeded: a reader holding an older snapshot open (a backup, a
+ * sqlite3 shell) keeps the WAL from being cut,
  * and the request pending until it lets go ("done" means no byte is left). The suppression list and the audit log hold only digests
  * (identifier-digest.ts) under a random key kept here (`lifecycle_meta.digest_key`): they keep
  * identifiers out of sight of whoever reads the audit log or an export, not of whoever holds this
@@ -25,7 +26,8 @@ import { join } from 'node:path';
 import { prepareDatabaseFile } from '../fs/durable-files.js';
 import { ownerIsDead, SELF_OWNER } from './claim-owner.js';
 import { eventDigest, identifierDigest, suppressionDigest, targetDigest } from './identifier-digest.js';
-import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
+import { checkpointPassive } from '../fs/wal-truncation.js';
+import { clearOldCopies } from '../fs/old-copies.js';
 import {
   deletionRequestOf,
   type DeletionRequest,
@@ -187,15 +189,16 @@ export class SqliteLifecycleStore implements LifecycleStore {
     // 1. The target goes while the request stays pending: a worker that takes over finishes it from
     // the settled counts, which need no target (secure_delete zeroes the old cell's bytes).
     this.#db.prepare("UPDATE deletion_requests SET result = ?, target = NULL WHERE id = ? AND state = 'pending'").run(text, id);
-    // 2. The WAL still holds older images of that page, the target in clear: copied back and cut to
-    // zero bytes, or the request is not done. A reader that keeps an older snapshot open (a backup,
+    // 2. The WAL still holds older images of that page, the target in clear, and a page SQLite
+    // rebuilt may keep an old copy of its cell in its unallocated space: the pages are scrubbed and
+    // the WAL copied back and cut to zero bytes (fs/old-copies.ts), or the request is not done. A reader that keeps an older snapshot open (a backup,
     // a sqlite3 shell with a read transaction open) keeps it so: the request stays pending and the
     // runner tries again next round. A PASSIVE checkpoint (which never holds writers off) tells first
     // whether one does (frames it could not copy back), so that such a reader does not get the
     // TRUNCATE attempts, which hold the CLI's writers off while they wait, at every round; the few
     // TRUNCATE attempts are for a reader between two reads (the waiting CLI between two polls).
-    if (!checkpointPassive(this.#db) || !(await truncateWal(this.#db, { attempts: LIFECYCLE_WAL_ATTEMPTS }))) {
-      throw new WalBusyError('the lifecycle WAL could not be truncated yet (a reader holds lifecycle.db open); the request is finished at a later round');
+    if (!checkpointPassive(this.#db) || !(await clearOldCopies(this.#db, { attempts: LIFECYCLE_WAL_ATTEMPTS }))) {
+      throw new WalBusyError('lifecycle.db could not be cleared of old copies yet (a reader holds it open); the request is finished at a later round');
     }
     // 3. Done: this commit's page images hold no target any more.
     this.#db.prepare("UPDATE deletion_requests SET state = 'done', done_at = ?, result = ? WHERE id = ? AND state = 'pending'").run(nowMs, text, id);

@@ -19,7 +19,8 @@
  * - Counts: `queue_erasures` holds each request's erased events, updated by the transaction that
  *   erases them, so the count is exact across a worker killed mid-way and the one that takes over.
  * - secure_delete=ON on every queue connection (sqlite-queue-store.ts): the old text of a
- *   rewritten segment is zeroed; `truncate` then copies the WAL back and cuts it to zero bytes.
+ *   rewritten segment is zeroed; `clearOldCopies` then zeroes what page rebuilds left of old cells and
+ *   copies the WAL back and cuts it to zero bytes (fs/old-copies.ts).
  * - Only this process's erasures rewrite segments; ingest appends new ones, retention deletes old
  *   ones (an UPDATE of a segment retention deleted meanwhile changes nothing).
  */
@@ -28,7 +29,7 @@ import { closeSync, fdatasyncSync, openSync, writeSync } from 'node:fs';
 import { bodyLogDir, bodyLogFile } from '../queue/sqlite-body-log.js';
 import { openQueueDatabase, rowEvents, segmentColumns, type SegmentRow } from '../queue/sqlite-queue-store.js';
 import { eraseMatchingEvents, eraseMetasOf, type QueueEraser } from './lifecycle-backend.js';
-import { truncateWal } from '../fs/wal-truncation.js';
+import { clearOldCopies } from '../fs/old-copies.js';
 
 /** How long a body-log range stays intact after its row stopped pointing to it (readers mid-read). */
 export const OVERWRITE_GRACE_MS = 1000;
@@ -155,8 +156,8 @@ export class SqliteQueueEraser implements QueueEraser {
     }
   }
 
-  async truncate(): Promise<boolean> {
-    return truncateWal(this.#open());
+  async clearOldCopies(): Promise<boolean> {
+    return clearOldCopies(this.#open());
   }
 
   close(): void {

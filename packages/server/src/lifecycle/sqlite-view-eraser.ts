@@ -22,20 +22,22 @@
  * read). Counters (hourly statistics) are aggregates without identifiers and stay.
  *
  * Erasure (issue 29): every connection that writes a view file runs with secure_delete=ON
- * (sqlite-view-store.ts, and this one), so deleted and moved cells are zeroed in the file; a
+ * (sqlite-view-store.ts, and this one), so deleted cells and freed pages are zeroed in the file; a
  * request's deletions are counted in `lifecycle_erasures` of the same file, in the transaction that
- * deletes (so the count is exact whatever attempt a SIGKILL interrupted); `truncate` then copies the
- * WAL back and cuts it to zero bytes, so no old page image of a deleted record is left in -wal.
+ * deletes (so the count is exact whatever attempt a SIGKILL interrupted); `clearOldCopies` then
+ * zeroes what page rebuilds left of moved cells, copies the WAL back and cuts it to zero bytes
+ * (fs/old-copies.ts), so no old copy of a deleted record is left in the file or its -wal.
  * A request covers records whose first event was queued up to its bound (README, data lifecycle):
  * each deleted record with an event id is named in the tally row with the last position merged into
  * it, so that its queued copies are erased too (a later re-send merged into it, a "straddler",
- * included); the row is deleted (and the WAL truncated) before the request is done.
+ * included); the row is deleted (and the old copies cleared) before the request is done.
  */
 import Database from 'better-sqlite3';
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { VIEW_JOURNAL_SIZE_LIMIT } from '../merged-view/sqlite-view-store.js';
 import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, isReplaceableIdentifier, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
-import { checkpointPassive, truncateWal } from '../fs/wal-truncation.js';
+import { checkpointPassive } from '../fs/wal-truncation.js';
+import { clearOldCopies } from '../fs/old-copies.js';
 import { GENERATION_SCHEMA, generationStatements } from '../merged-view/view-generation.js';
 import { FENCE_SCHEMA, fenceStatements, type FenceStatements } from '../merged-view/view-fence.js';
 import {
@@ -89,7 +91,7 @@ export class SqliteViewEraser implements ViewEraser {
     // Deletions of a person's data sync their commit (#durably), since the request is then marked done.
     this.#db.pragma('synchronous = NORMAL');
     // Checkpoints are the worker main thread's (consumer/sqlite-view-checkpointer.ts) and this eraser's
-    // own after a deletion (truncate), never inside a deletion's commit.
+    // own after a deletion (clearOldCopies), never inside a deletion's commit.
     this.#db.pragma('wal_autocheckpoint = 65536');
     this.#db.pragma(`journal_size_limit = ${VIEW_JOURNAL_SIZE_LIMIT}`);
     // Every deleted byte is overwritten with zeros, freed pages included (issue 29).
@@ -528,9 +530,9 @@ export class SqliteViewEraser implements ViewEraser {
     this.#durably(() => this.#s.clearTally.run(requestId));
   }
 
-  /** Copies the WAL back and truncates it: no page image of what was deleted is left in -wal. */
-  async truncate(): Promise<boolean> {
-    return truncateWal(this.#db);
+  /** Zeroes the pages' unallocated space, copies the WAL back and truncates it (fs/old-copies.ts). */
+  async clearOldCopies(): Promise<boolean> {
+    return clearOldCopies(this.#db);
   }
 
   close(): void {

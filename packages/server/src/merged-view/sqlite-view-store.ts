@@ -129,8 +129,8 @@ function openDatabase(
     db.pragma('synchronous = NORMAL');
     // What the consumer deletes or rewrites (a record rewritten by a merge) is overwritten with
     // zeros, so that a deleted record leaves no old copy in free space (issue 29; the cost is in
-    // bench/README.md "secure_delete"). Not the unallocated space of a page rebuilt by a split,
-    // where old copies of moved cells can stay: docs/SECURITY.md, "The known gap".
+    // bench/README.md "secure_delete"). The old copies of moved cells that a page rebuilt by a split
+    // keeps in its unallocated space are zeroed after deletions by fs/page-gap-scrub.ts.
     db.pragma('secure_delete = ON');
     // A WAL that grew (a burst, a large deletion) is cut back to this when it starts over.
     db.pragma(`journal_size_limit = ${VIEW_JOURNAL_SIZE_LIMIT}`);

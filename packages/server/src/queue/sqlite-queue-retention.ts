@@ -16,15 +16,16 @@
  *   found it unreferenced: a reader (queue export, a consumer) that read a row just before its
  *   deletion still finds its file for a whole round.
  * - Erasure (issue 29): deleted rows are zeroed in the file (secure_delete=ON on every queue
- *   connection, sqlite-queue-store.ts), and after a round that deleted any, `truncateWal` copies the
- *   WAL back and cuts it to zero bytes, so no page image of a deleted segment is left in -wal.
+ *   connection, sqlite-queue-store.ts), and after a round that deleted any, `clearOldCopies` zeroes
+ *   what page rebuilds left of moved cells, copies the WAL back and cuts it to zero bytes
+ *   (fs/old-copies.ts), so no copy of a deleted segment is left in queue.db or its -wal.
  */
 import type Database from 'better-sqlite3';
 import { readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { bodyLogDir } from './sqlite-body-log.js';
 import { openQueueDatabase } from './sqlite-queue-store.js';
-import { truncateWal } from '../fs/wal-truncation.js';
+import { clearOldCopies } from '../fs/old-copies.js';
 
 const BATCH_ROWS = 5_000;
 
@@ -71,12 +72,12 @@ export class SqliteQueueRetention {
   }
 
   /**
-   * After rounds that deleted segments: no old page image of them left in queue.db-wal. Call it every
+   * After rounds that deleted segments: no old copy of them left in queue.db or its WAL. Call it every
    * round: it does nothing when nothing was deleted since it last succeeded (false: busy, next round).
    */
-  async truncateWal(): Promise<boolean> {
+  async clearOldCopies(): Promise<boolean> {
     if (!this.#walDirty || !this.#db) return true;
-    if (!(await truncateWal(this.#db, { attempts: 10 }))) return false;
+    if (!(await clearOldCopies(this.#db, { attempts: 10 }))) return false;
     this.#walDirty = false;
     return true;
   }

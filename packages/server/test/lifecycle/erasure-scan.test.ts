@@ -183,7 +183,7 @@ test('a reader holding lifecycle.db open: the request is not done while the WAL 
     // busy, or (the bug) it marked the request done anyway.
     const state = await waitFor(
       'the worker to try to finish the request',
-      async () => (server.output().includes('the lifecycle WAL could not be truncated yet') ? 'busy' : (await request(requestId)).state === 'done' ? 'done' : false),
+      async () => (server.output().includes('lifecycle.db could not be cleared of old copies yet') ? 'busy' : (await request(requestId)).state === 'done' ? 'done' : false),
       60_000,
       250,
     );
