@@ -58,7 +58,9 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
       metrics.credentialsVersion.set(snapshot.version);
       logger.info({ version: snapshot.version, keys: snapshot.keys.size, data_sets: snapshot.dataSets.size }, 'control plane loaded');
     },
-    onError: (error) => logger.warn({ err: { message: (error as Error).message } }, 'control plane poll failed'),
+    // Once per change (control/credential-cache.ts), not at every poll of an outage.
+    onError: (error) => logger.warn({ err: { message: error.message } }, 'control plane poll failed: serving with the keys, grants and policies last loaded until it answers again'),
+    onRecovered: () => logger.info('control plane poll recovered'),
   });
   // Metrics and readiness see every commit; the log sees each change of the queue's health once.
   const queue = storage.openQueue(new QueueHealthLog(metrics, logger, storage.location));
@@ -75,7 +77,10 @@ export async function startService(config: ServeConfig, options: ServiceOptions 
   // Analytics (asynchronous side): ingest outcomes recorded off the hot path; stats and consumer lag read from the files.
   const outcomes = options.outcomes ?? new BufferedOutcomeRecorder(
     storage.ingestStats({ busyTimeoutMs: 100 }),
-    { onError: (error) => logger.warn({ err: { message: error.message } }, 'ingest stats flush failed; will retry') },
+    {
+      onError: (error) => logger.warn({ err: { message: error.message } }, 'ingest stats flush failed: rejection counts are kept in memory and written when it succeeds'),
+      onRecovered: () => logger.info('ingest stats flush recovered'),
+    },
   );
   const statsReader = new StatsReader(storage);
   registerConsumerLagGauges(metrics.registry, statsReader);

@@ -4,29 +4,32 @@
  * Best-effort by nature: a killed process loses the counts of its last second. That is why it
  * counts rejections only (never queued, so nothing else counts them); accepted events are counted
  * exactly by the queue commit that stores them.
- * A failed flush (file busy, disk trouble) keeps the counts for the next one. Rejection messages are
+ * A failed flush (file busy, disk trouble, the database away) keeps the counts for the next one, and
+ * is said once per change (`onError` at the first, `onRecovered` at the first flush that succeeds
+ * after it: model/failure-latch.ts), not every second of an outage. Rejection messages are
  * reduced to their group (array indexes removed) before they are counted; no event is ever seen.
  */
 import { hourOf } from '../model/hourly-counters.js';
 import { groupOfStoredReason } from './reason-groups.js';
 import type { IngestOutcomeRecorder } from './ingest-outcome-recorder.js';
 import type { DataSetCounterDelta, IngestStatsStore } from '../merged-view/view-store.js';
+import { FailureLatch } from '../model/failure-latch.js';
 
 /** At most this many distinct reason groups per data set and hour; the rest count as "other". */
 const MAX_REASONS_PER_HOUR = 200;
 
 export class BufferedOutcomeRecorder implements IngestOutcomeRecorder {
   readonly #store: IngestStatsStore;
-  readonly #onError: (error: Error) => void;
+  readonly #health: FailureLatch;
   #pending = new Map<string, number>();
   readonly #reasonsSeen = new Map<string, Set<string>>();
   readonly #timer: NodeJS.Timeout;
   #flushing: Promise<void> | null = null;
   #closed = false;
 
-  constructor(store: IngestStatsStore, options: { flushMs?: number; onError?: (error: Error) => void } = {}) {
+  constructor(store: IngestStatsStore, options: { flushMs?: number; onError?: (error: Error) => void; onRecovered?: () => void } = {}) {
     this.#store = store;
-    this.#onError = options.onError ?? (() => undefined);
+    this.#health = new FailureLatch(options.onError ?? (() => undefined), options.onRecovered);
     this.#timer = setInterval(() => void this.flush(), options.flushMs ?? 1000);
     this.#timer.unref();
   }
@@ -70,11 +73,14 @@ export class BufferedOutcomeRecorder implements IngestOutcomeRecorder {
     }
     this.#flushing = this.#store
       .add(deltas)
-      .catch((error: Error) => {
-        // Keep the counts for the next flush.
-        for (const [key, n] of batch) this.#add(key, n);
-        this.#onError(error);
-      })
+      .then(
+        () => this.#health.succeeded(),
+        (error: Error) => {
+          // Keep the counts for the next flush.
+          for (const [key, n] of batch) this.#add(key, n);
+          this.#health.failed(error);
+        },
+      )
       .finally(() => {
         this.#flushing = null;
         // Forget reason sets of hours that are over, so memory stays bounded.

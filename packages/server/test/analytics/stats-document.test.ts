@@ -121,7 +121,7 @@ test('--since: durations back from now, ISO times, epoch ms', () => {
   assert.throws(() => parseSince('yesterday', now), /invalid time/);
 });
 
-test('outcome recorder aggregates in memory and flushes; a failed flush keeps the counts', async () => {
+test('outcome recorder aggregates in memory and flushes; a failed flush keeps the counts and is said once per change', async () => {
   const written: DataSetCounterDelta[] = [];
   let fail = true;
   const store: IngestStatsStore = {
@@ -135,7 +135,8 @@ test('outcome recorder aggregates in memory and flushes; a failed flush keeps th
     async close() {},
   };
   const errors: Error[] = [];
-  const recorder = new BufferedOutcomeRecorder(store, { flushMs: 60_000, onError: (e) => errors.push(e) });
+  let recovered = 0;
+  const recorder = new BufferedOutcomeRecorder(store, { flushMs: 60_000, onError: (e) => errors.push(e), onRecovered: () => recovered++ });
   const t = Date.UTC(2025, 0, 1, 10, 30);
   recorder.record('ds', t, 5, []);
   recorder.record('ds', t, 1, ['hashed field user_data.email_address[0] is not a 64-char lowercase hex sha256', 'hashed field user_data.email_address[7] is not a 64-char lowercase hex sha256']);
@@ -143,7 +144,12 @@ test('outcome recorder aggregates in memory and flushes; a failed flush keeps th
   await recorder.flush();
   assert.equal(errors.length, 1);
   assert.equal(written.length, 0);
+  await recorder.flush();
+  assert.equal(errors.length, 1, 'a failure is said once per change, not at every flush');
   fail = false;
+  await recorder.flush();
+  assert.equal(recovered, 1, 'the first flush that succeeds says the recovery');
+  assert.equal(written.length, 4);
   await recorder.close();
   const byKey = Object.fromEntries(written.map((d) => [`${d.hour}|${d.name}`, d.n]));
   const h = Date.UTC(2025, 0, 1, 10);

@@ -249,6 +249,16 @@ async function scenario(workers: number, diagnostic: (text: string) => void): Pr
   const leaseFailures = logged.filter((l) => l.msg.startsWith('rate-limit lease failed')).length;
   assert.ok(leaseFailures <= workers, `${leaseFailures} "rate-limit lease failed" lines for ${refused.length} refused requests`);
   if (leaseFailures > 0) assert.ok(logged.some((l) => l.msg === 'rate-limit leases recovered'), 'the leases\' recovery is logged');
+  // The control plane's poll (every second) and the ingest-stats flush (every second) too: once per
+  // process that runs them (the serving processes, and the primary with --workers).
+  for (const [failed, recovered] of [
+    ['control plane poll failed', 'control plane poll recovered'],
+    ['ingest stats flush failed', 'ingest stats flush recovered'],
+  ] as const) {
+    const lines = logged.filter((l) => l.msg.startsWith(failed)).length;
+    assert.ok(lines <= workers + 1, `${lines} "${failed}" lines`);
+    if (lines > 0) assert.ok(logged.some((l) => l.msg === recovered), `"${recovered}" is logged`);
+  }
 
   // Cleanup of this scenario (the after hook does it only when it failed).
   await leftovers.pop()!();
