@@ -104,14 +104,14 @@ export async function scrubPageGaps(file: string, options: Options = {}): Promis
     const buffer = Buffer.alloc(chunkPages * pageSize);
     const zeros = Buffer.alloc(pageSize);
     fd = openSync(file, 'r+');
-    let end = Infinity; // the page count when the pass began
+    let pagesAtStart = Infinity; // the page count when the pass began
     for (let first = 1; ; ) {
       if (!(await lockWithEmptyWal(db, file, options))) return result;
       let wrote = false;
       let last: number;
       try {
-        if (end === Infinity) end = db.pragma('page_count', { simple: true }) as number;
-        const pageCount = Math.min(end, db.pragma('page_count', { simple: true }) as number);
+        if (pagesAtStart === Infinity) pagesAtStart = db.pragma('page_count', { simple: true }) as number;
+        const pageCount = Math.min(pagesAtStart, db.pragma('page_count', { simple: true }) as number);
         if (pageCount >= MAX_PAGES) throw new ScrubRefusedError(`${file} has ${pageCount} pages, more than a scrub can tell apart`);
         const reserved = readReservedBytes(fd);
         const usable = pageSize - reserved;

@@ -17,8 +17,8 @@ export type TargetDigester = (dataSetId: string, kind: DeletionKind, value: stri
 
 /**
  * A file or its write-ahead log that still holds deleted bytes could not be cleared yet (a reader
- * holds an older snapshot, fs/old-copies.ts): the request stays pending, its counts settled, and is finished at a later round
- * (the runner goes on with the other requests and retention meanwhile).
+ * holds an older snapshot, fs/old-copies.ts): the request stays pending, its counts settled, and is
+ * finished at a later round (the runner goes on with the other requests and retention meanwhile).
  */
 export class WalBusyError extends Error {}
 

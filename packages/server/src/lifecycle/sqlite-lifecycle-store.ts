@@ -11,8 +11,8 @@
  * is still pending (its counts settled: what is left needs no target), then clears the old copies
  * (the WAL's older page images, and a rebuilt page's unallocated space: fs/old-copies.ts), and marks
  * the request done only once that succeeded: a reader holding an older snapshot open (a backup, a
- * sqlite3 shell) keeps the WAL from being cut,
- * and the request pending until it lets go ("done" means no byte is left). The suppression list and the audit log hold only digests
+ * sqlite3 shell) keeps the WAL from being cut, and the request pending until it lets go ("done"
+ * means no byte is left). The suppression list and the audit log hold only digests
  * (identifier-digest.ts) under a random key kept here (`lifecycle_meta.digest_key`): they keep
  * identifiers out of sight of whoever reads the audit log or an export, not of whoever holds this
  * file (who, in the embedded profile, holds master.key and the view files too).
@@ -191,9 +191,9 @@ export class SqliteLifecycleStore implements LifecycleStore {
     this.#db.prepare("UPDATE deletion_requests SET result = ?, target = NULL WHERE id = ? AND state = 'pending'").run(text, id);
     // 2. The WAL still holds older images of that page, the target in clear, and a page SQLite
     // rebuilt may keep an old copy of its cell in its unallocated space: the pages are scrubbed and
-    // the WAL copied back and cut to zero bytes (fs/old-copies.ts), or the request is not done. A reader that keeps an older snapshot open (a backup,
-    // a sqlite3 shell with a read transaction open) keeps it so: the request stays pending and the
-    // runner tries again next round. A PASSIVE checkpoint (which never holds writers off) tells first
+    // the WAL copied back and cut to zero bytes (fs/old-copies.ts), or the request is not done. A
+    // reader that keeps an older snapshot open (a backup, a sqlite3 shell with a read transaction
+    // open) keeps it so: the request stays pending and the runner tries again next round. A PASSIVE checkpoint (which never holds writers off) tells first
     // whether one does (frames it could not copy back), so that such a reader does not get the
     // TRUNCATE attempts, which hold the CLI's writers off while they wait, at every round; the few
     // TRUNCATE attempts are for a reader between two reads (the waiting CLI between two polls).
