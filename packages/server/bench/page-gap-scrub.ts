@@ -4,8 +4,8 @@
  *
  * A WAL file of about BENCH_SCRUB_MB (800) MB is built from random-key inserts into a WITHOUT
  * ROWID table and an index (pages split all over, so most have old bytes in their unallocated
- * space), then scrubbed three times: the first pass (most pages need zeroing), a second pass (none
- * do: what a scrub after a small deletion costs), and a third while a writer thread commits a 200-row
+ * space), then scrubbed three times: the first scrub (most pages need zeroing), a second (none do:
+ * what a scrub after a small deletion costs), and a third while a writer thread commits a 200-row
  * transaction every 10 ms, as a consumer's batches do (its commits' time, including the wait for the
  * lock, is reported: median, p99, longest).
  *
@@ -29,7 +29,7 @@ async function timed(label: string): Promise<ScrubResult> {
   const result = await scrubPageGaps(file);
   const used = process.cpuUsage(cpu);
   const ms = Number(process.hrtime.bigint() - wall) / 1e6;
-  console.log(`${label}: ${(ms / 1000).toFixed(2)} s wall, ${((used.user + used.system) / 1e6).toFixed(2)} s CPU; ${result.pages} b-tree pages read, ${result.scrubbed} zeroed (${(result.bytes / 1e6).toFixed(1)} MB)`);
+  console.log(`${label}: ${(ms / 1000).toFixed(2)} s wall, ${((used.user + used.system) / 1e6).toFixed(2)} s CPU; ${result.pages} b-tree pages read (both passes), ${result.scrubbed} zeroed (${(result.bytes / 1e6).toFixed(1)} MB); the whole-file sweep held the lock ${result.finalHoldMs.toFixed(0)} ms`);
   return result;
 }
 
@@ -53,8 +53,8 @@ try {
   }
   db.close();
   console.log(`file: ${(statSync(file).size / 1e6).toFixed(0)} MB, ${n} rows (Node ${process.version})`);
-  await timed('first pass');
-  await timed('second pass');
+  await timed('first scrub');
+  await timed('second scrub');
 
   const source = `
     const { parentPort, workerData } = require('node:worker_threads');
@@ -74,7 +74,7 @@ try {
     })();`;
   const writer = new Worker(source, { eval: true, workerData: { file, module: createRequire(import.meta.url).resolve('better-sqlite3') } });
   await new Promise((r) => setTimeout(r, 1000));
-  await timed('third pass, a writer thread committing');
+  await timed('third scrub, a writer thread committing');
   const times = await new Promise<number[]>((resolve) => {
     writer.once('message', resolve);
     writer.postMessage('stop');
@@ -82,7 +82,7 @@ try {
   await writer.terminate();
   times.sort((a, b) => a - b);
   const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))]!.toFixed(1);
-  console.log(`writer: ${times.length} commits (from 1 s before the pass to its end): median ${at(0.5)} ms, p99 ${at(0.99)} ms, longest ${at(1)} ms`);
+  console.log(`writer: ${times.length} commits (from 1 s before the scrub to its end): median ${at(0.5)} ms, p99 ${at(0.99)} ms, longest ${at(1)} ms`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -5,7 +5,8 @@
  * scrub's own commit leaves a frame in the WAL, which the truncation then empties.
  *
  * Returns true once both are done; false when a reader or a writer kept either busy through its
- * attempts (the caller tries again at a later round and does not report the deletion done).
+ * attempts, or the scrub's whole-file sweep ran past its time (the caller tries again at a later
+ * round and does not report the deletion done).
  */
 import type Database from 'better-sqlite3';
 import { scrubPageGaps } from './page-gap-scrub.js';

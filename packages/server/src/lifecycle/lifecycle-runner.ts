@@ -343,8 +343,8 @@ export class LifecycleRunner {
     const { id, dataSetId } = request;
     if (eraser) await eraser.clearTally(id);
     await this.#b.queue.clearTally(id);
-    if (eraser && !(await eraser.clearOldCopies())) throw new WalBusyError('the view files could not be cleared of old copies yet (busy); the request is finished at a later round');
-    if (!(await this.#b.queue.clearOldCopies())) throw new WalBusyError('queue.db could not be cleared of old copies yet (busy); the request is finished at a later round');
+    if (eraser && !(await eraser.clearOldCopies())) throw new WalBusyError('the view files could not be cleared of old copies yet (busy, or the whole-file sweep ran past its time: fs/page-gap-scrub.ts); the request is finished at a later round');
+    if (!(await this.#b.queue.clearOldCopies())) throw new WalBusyError('queue.db could not be cleared of old copies yet (busy, or the whole-file sweep ran past its time: fs/page-gap-scrub.ts); the request is finished at a later round');
     await this.#b.store.complete(id, result);
     this.#spaceWarnedFor.delete(id);
     this.#waitReason.delete(id);
