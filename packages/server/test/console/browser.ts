@@ -132,9 +132,25 @@ export async function noSidewaysScroll(page: Page, what: string): Promise<void> 
  * and no scrolling container around it hides part of it sideways. Returns how many were checked.
  */
 export async function shownWhole(page: Page, selector: string, what: string): Promise<number> {
-  const problems = await page.locator(selector).evaluateAll((elements) => {
+  // The console redraws its tables every second: elements found just before a redraw are detached
+  // (no box) by the time they are measured. Such a reading is taken again, not counted as a problem.
+  for (let attempt = 1; ; attempt++) {
+    const problems = await measureShownWhole(page, selector);
+    if (problems.detached && attempt < 10) {
+      await new Promise((r) => setTimeout(r, 100));
+      continue;
+    }
+    assert.ok(problems.count > 0, `${what}: nothing matches ${selector}`);
+    assert.deepEqual(problems.out, [], `${what} at ${JSON.stringify(page.viewportSize())}`);
+    return problems.count;
+  }
+}
+
+async function measureShownWhole(page: Page, selector: string): Promise<{ count: number; out: string[]; detached: boolean }> {
+  return page.locator(selector).evaluateAll((elements) => {
     const out: string[] = [];
-    if (elements.length === 0) return { count: 0, out };
+    if (elements.length === 0) return { count: 0, out, detached: false };
+    if (elements.some((el) => !el.isConnected)) return { count: elements.length, out, detached: true };
     const doc = elements[0]!.ownerDocument;
     const width = doc.documentElement.clientWidth;
     const getComputedStyle = (el: (typeof elements)[number]) => doc.defaultView!.getComputedStyle(el);
@@ -156,9 +172,6 @@ export async function shownWhole(page: Page, selector: string, what: string): Pr
         }
       }
     }
-    return { count: elements.length, out };
+    return { count: elements.length, out, detached: false };
   });
-  assert.ok(problems.count > 0, `${what}: nothing matches ${selector}`);
-  assert.deepEqual(problems.out, [], `${what} at ${JSON.stringify(page.viewportSize())}`);
-  return problems.count;
 }
