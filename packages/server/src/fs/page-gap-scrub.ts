@@ -54,6 +54,7 @@
  */
 import Database from 'better-sqlite3';
 import { fdatasyncSync, fstatSync, openSync, readSync, realpathSync, statSync, writeSync } from 'node:fs';
+import { truncateWal } from './wal-truncation.js';
 
 /** Bytes read under one hold of the write lock in the first pass. */
 export const CHUNK_BYTES = 8 * 1024 * 1024;
@@ -225,19 +226,15 @@ function rawFile(path: string): number {
 async function lockWithEmptyWal(db: Database.Database, path: string, options: Options): Promise<boolean> {
   const attempts = options.attempts ?? 40;
   for (let i = 0; i < attempts; i++) {
+    // One TRUNCATE attempt: it waits up to busyMs and, when busy, pauses pauseMs (wal-truncation.ts).
+    if (!(await truncateWal(db, { attempts: 1, busyMs: options.busyMs, pauseMs: options.pauseMs }))) continue;
     try {
-      const [r] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
-      if (r && r.busy === 0) {
-        db.exec('BEGIN IMMEDIATE');
-        if ((statSync(`${path}-wal`, { throwIfNoEntry: false })?.size ?? 0) === 0) return true;
-        db.exec('ROLLBACK'); // a commit came in between: again
-        continue;
-      }
+      db.exec('BEGIN IMMEDIATE');
     } catch {
-      if (db.inTransaction) db.exec('ROLLBACK');
-      // SQLITE_BUSY: another checkpoint, a writer, or a long reader; try again
+      continue; // SQLITE_BUSY after busyMs: a writer took the lock first
     }
-    await new Promise((resolve) => setTimeout(resolve, options.pauseMs ?? 50));
+    if ((statSync(`${path}-wal`, { throwIfNoEntry: false })?.size ?? 0) === 0) return true;
+    db.exec('ROLLBACK'); // a commit came in between: again
   }
   return false;
 }
