@@ -14,7 +14,7 @@
  * commit is visible. Sequence numbers therefore become visible in order, without gaps: a reader
  * that saw seq N has seen everything below N, and consumers can never skip a late commit.
  */
-import { QueueHealthState } from './queue-health.js';
+import { IDLE_PROBE_MS, QueueHealthState } from './queue-health.js';
 import { QueueUnavailableError } from '../errors.js';
 import type { AppendReceipt, EventQueue, QueueAppend, QueueCommitObserver, QueueHealth, QueueRecord, ReadOptions } from './event-queue.js';
 import { appendSegmentRecords, segmentEventsOfText, type SegmentHeader } from './segment-records.js';
@@ -74,13 +74,17 @@ export class PostgresEventQueue implements EventQueue {
   #closed = false;
   #drained: (() => void) | null = null;
 
-  constructor(pool: Pool, observer?: QueueCommitObserver) {
+  constructor(pool: Pool, observer?: QueueCommitObserver, options: { readonly idleProbeMs?: number } = {}) {
     this.#pool = pool;
     this.#observer = observer;
-    this.#health = new QueueHealthState(observer, () => this.#probe());
+    // Also probed while idle: the database can go away while no sender sends (queue-health.ts).
+    this.#health = new QueueHealthState(observer, () => this.#probe(), { idleProbeMs: options.idleProbeMs ?? IDLE_PROBE_MS });
   }
 
-  /** The probe while not writable: a locking read of the queue head, only when idle (a real commit is as good a probe). */
+  /**
+   * The probe, while not writable and while idle: a locking read of the queue head (the row every
+   * commit locks), only when no commit is in flight or waiting (a real commit is as good a probe).
+   */
   #probe(): void {
     if (this.#inFlight || this.#pending.length > 0 || this.#closed) return;
     this.#inFlight = true;

@@ -9,6 +9,7 @@
  * in the merged view, and the events answered 500, sent again, are stored with exactly one merged
  * record per id. Nothing the service logged contains a secret or an event's content. The shared
  * cluster itself is never stopped: only this test's database is cut off (and dropped at the end).
+ * And the same outage on an idle node, with no sender at all: readiness follows it all the same.
  *
  * Runs when ECAPI_TEST_DATABASE_URL is set (a superuser there: ALTER DATABASE, pg_terminate_backend),
  * whatever ECAPI_TEST_PROFILE says. The embedded profile's counterpart: storage-faults.test.ts.
@@ -61,6 +62,43 @@ async function cliText(dataDir: string, url: string, args: string[]): Promise<st
   if (code !== 0) throw new Error(`ecapi-ingest ${args.join(' ')} failed (${code}): ${stderr}`);
   return stdout;
 }
+/**
+ * No sender at all: the queue's idle probe (queue-health.ts) is what notices. Without it readiness
+ * stayed 200 through the whole outage, until a sender's request failed.
+ */
+async function idleScenario(): Promise<void> {
+  const dataDir = tempDataDir('ecapi-pg-idle-outage-');
+  const url = (await databaseUrlFor(dataDir)) ?? (await freshDatabase('idleoutage'));
+  const db = new URL(url).pathname.slice(1);
+  let server: ServerProcess | undefined;
+  leftovers.push(async () => {
+    if (server && server.child.exitCode === null && server.child.signalCode === null) killTree(server.child.pid!);
+    await superuser(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  await pgCli(dataDir, url, ['migrate']);
+  server = await startServer({ dataDir, extraEnv: { ECAPI_DATABASE_URL: url } });
+  const srv = server;
+  assert.equal((await readyz(srv.adminPort)).status, 200);
+
+  await cutOff(db);
+  const down = await waitFor('readiness to turn false with no request', async () => {
+    const r = await readyz(srv.adminPort);
+    return r.status === 503 ? r : undefined;
+  }, 60_000, 200);
+  assert.equal(down.body.checks.queue_writable, false);
+  assert.ok(down.body.checks.queue_error, 'readiness says why');
+  assert.equal(metricValue(await metricsText(srv.adminPort), 'ecapi_queue_writable'), 0);
+
+  await restore(db);
+  await waitFor('readiness to return with no request', async () => ((await readyz(srv.adminPort)).status === 200 ? true : undefined), 60_000, 200);
+  assert.equal(await srv.stop(), 0);
+  const logged = srv.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string });
+  assert.equal(logged.filter((l) => l.msg.startsWith('queue storage failing')).length, 1, 'the failure is logged once');
+  assert.equal(logged.filter((l) => l.msg === 'queue storage recovered').length, 1, 'the recovery is logged once');
+  await leftovers.pop()!();
+}
+
 const ndjson = (text: string) => text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
 
 type Phase = 'before' | 'outage' | 'restored';
@@ -265,6 +303,7 @@ async function scenario(workers: number, diagnostic: (text: string) => void): Pr
 }
 
 describe('PostgreSQL outage mid-traffic', { skip: pgOnly.skip, timeout: 600_000 }, () => {
+  test('an idle node: readiness turns false when the database goes away and true when it is back, with no request at all', { timeout: 120_000 }, () => idleScenario());
   test('one serving process: answers 200 or 500, readiness follows, recovery without a restart, nothing lost', { timeout: 240_000 }, (t) => scenario(1, (d) => t.diagnostic(d)));
   test('--workers 2: the same through a primary and two serving processes', { timeout: 240_000 }, (t) => scenario(2, (d) => t.diagnostic(d)));
 });
