@@ -8,9 +8,19 @@
  *    serializes it, once;
  * 2. packs the serialized events into as few requests as the limits allow (1,000 events, 1 MiB);
  * 3. signs each body's exact bytes and sends those same bytes, with bounded concurrency over a
- *    keep-alive connection pool (undici);
+ *    keep-alive connection pool (undici); each attempt, retries included, is signed with the
+ *    credentials current when it starts (setCredentials() rotates them on a live client), the
+ *    bytes themselves never change;
  * 4. follows the spec's retry guidance (see retry.ts) and returns one result per input event
- *    (send-result.ts).
+ *    (send-result.ts); a 207 (or multi-status 400) is believed only when its body adds up against
+ *    the request sent (multi-status.ts): otherwise no event of that request is reported accepted,
+ *    and those the body does not clearly reject are undeliverable with INCONSISTENT_RESPONSE.
+ *
+ * Credentials: the key id and secret live in one private field, replaced whole by setCredentials()
+ * (validated like the constructor's); the options kept are a copy without them, so the old secret
+ * is not held once replaced, and nothing the client shows (errors, inspect, toString) carries it.
+ * A 401 to an attempt signed with credentials that have changed since (a rotation racing a request
+ * in flight) retries that request once, at once, with the current ones, instead of stopping the send.
  *
  * track(event) prepares one event the same way and hands it to the background batcher
  * (batcher.ts: batches by count, bytes and time, bounded memory, drop-newest on overflow), which
@@ -43,6 +53,7 @@ import { parseBaseUrl } from './base-url.js';
 import { isConnectionRefused, withAdvice } from './failure-advice.js';
 import { isPlainHeaderValue } from './header-value.js';
 import { Batcher, notify, type BatchingOptions, type TrackResult, type TrackStats } from './batcher.js';
+import { readMultiStatus } from './multi-status.js';
 import { isPlainObject, prepareEvents, type EventInput, type PlaintextEventInput, type PrepareOptions, type PreparedEvents } from './prepare-events.js';
 import type { EventResult, RetryInfo, SendProgress, SendResult } from './send-result.js';
 
@@ -51,8 +62,9 @@ export const CLIENT_VERSION = '0.1.0';
 export interface ClientOptions extends PrepareOptions, BatchingOptions {
   /** Base URL of the service, like `https://ingest.example.com` or `https://127.0.0.1:8443` (the client POSTs to `<baseUrl>/v1/events`); https:// only. */
   readonly baseUrl: string;
+  /** The key id (X-Service-Key-Id); setCredentials() changes it on a live client. */
   readonly keyId: string;
-  /** The shared secret, exactly as issued. */
+  /** The shared secret, exactly as issued; setCredentials() rotates it on a live client. */
   readonly secret: string;
   /** PEM CA certificate(s) to trust, e.g. the server's self-signed certificate. */
   readonly ca?: string | Buffer | ReadonlyArray<string | Buffer>;
@@ -90,18 +102,42 @@ export interface ClientOptions extends PrepareOptions, BatchingOptions {
   readonly random?: () => number;
 }
 
-interface MultiStatusBody {
-  accepted?: number;
-  errors?: { index: number; event_id?: string | null; error: string }[];
+/** What setCredentials() takes: a new secret, and a new key id when the key changes too. */
+export interface Credentials {
+  /** Leave out to keep the current key id (a rotation keeps it). */
+  readonly keyId?: string;
+  readonly secret: string;
+}
+
+/** The options a Client keeps: its options without the credentials (held apart, and replaceable). */
+type KeptOptions = Omit<ClientOptions, 'keyId' | 'secret'>;
+
+/**
+ * Checks a key id and secret as the constructor and setCredentials() take them: non-empty strings,
+ * the key id a plain header value (header-value.ts). No message echoes a value.
+ */
+function checkCredentials(where: string, keyId: unknown, secret: unknown): void {
+  for (const [name, value] of [['keyId', keyId], ['secret', secret]] as const) {
+    if (typeof value !== 'string' || value === '') throw new TypeError(`${where}: ${name} is required`);
+  }
+  if (!isPlainHeaderValue(keyId as string)) {
+    throw new TypeError(`${where}: keyId must be printable ASCII without leading or trailing whitespace (it is sent as the X-Service-Key-Id header); check for a trailing newline`);
+  }
+}
+
+interface ResponseBody {
   error?: string;
   /** The gateway's answers (403 for any path but POST /v1/events) say `message`. */
   message?: string;
+  /** A multi-status body's members (read by readMultiStatus, which checks their shapes). */
+  errors?: unknown;
+  [member: string]: unknown;
 }
 
-function parseJson(text: string): MultiStatusBody | undefined {
+function parseJson(text: string): ResponseBody | undefined {
   try {
     const value = JSON.parse(text) as unknown;
-    return isPlainObject(value) ? (value as MultiStatusBody) : undefined;
+    return isPlainObject(value) ? (value as ResponseBody) : undefined;
   } catch {
     return undefined;
   }
@@ -137,7 +173,11 @@ function abortedFailure(state: 'in-flight' | 'waiting' | 'unsent'): DeliveryFail
 }
 
 export class Client {
-  readonly #options: ClientOptions;
+  readonly #options: KeptOptions;
+  /** The key id and secret every attempt is signed with when it starts; replaced whole by setCredentials(). */
+  #credentials: { readonly keyId: string; readonly secret: string };
+  /** Counts setCredentials() calls: an attempt remembers the one it was signed under. */
+  #credentialsVersion = 0;
   readonly #origin: string;
   readonly #path: string;
   readonly #eventsUrl: string;
@@ -158,10 +198,9 @@ export class Client {
       if (typeof options[name] !== 'string' || options[name] === '') throw new TypeError(`Client: ${name} is required`);
     }
     // Sent as header values (header-value.ts). The value is not echoed.
-    for (const [name, header] of [['keyId', 'X-Service-Key-Id'], ['dataSetId', 'X-Service-Data-Set']] as const) {
-      if (!isPlainHeaderValue(options[name])) {
-        throw new TypeError(`Client: ${name} must be printable ASCII without leading or trailing whitespace (it is sent as the ${header} header); check for a trailing newline`);
-      }
+    checkCredentials('Client', options.keyId, options.secret);
+    if (!isPlainHeaderValue(options.dataSetId)) {
+      throw new TypeError('Client: dataSetId must be printable ASCII without leading or trailing whitespace (it is sent as the X-Service-Data-Set header); check for a trailing newline');
     }
     let base;
     try {
@@ -169,12 +208,15 @@ export class Client {
     } catch (error) {
       throw new TypeError(`Client: ${(error as Error).message}`);
     }
-    this.#options = options;
+    // Kept without the credentials: after setCredentials() nothing of the client holds the old secret.
+    const { keyId, secret, ...kept } = options;
+    this.#options = kept;
+    this.#credentials = { keyId, secret };
     this.#origin = base.origin;
     this.#path = base.path;
     this.#eventsUrl = base.eventsUrl;
     const limits = packLimits({ maxEvents: options.maxEventsPerRequest, maxBytes: options.maxBodyBytes });
-    this.#batcher = new Batcher(options, limits, (event) => this.#prepareOne(event), (prep, n) => this.#run(prep, n));
+    this.#batcher = new Batcher(kept, limits, (event) => this.#prepareOne(event), (prep, n) => this.#run(prep, n));
     const concurrency = options.concurrency ?? 4;
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError('Client: concurrency must be a positive integer');
     // Checked here, not when a request fails: a NaN count (Number(process.env.UNSET)) would retry
@@ -220,6 +262,26 @@ export class Client {
 
   get dataSetId(): string {
     return this.#options.dataSetId;
+  }
+
+  /** The key id requests are signed under now (not a secret: it travels as X-Service-Key-Id). */
+  get keyId(): string {
+    return this.#credentials.keyId;
+  }
+
+  /**
+   * Replaces the secret (and the key id, when given) on a live client, e.g. after the service's
+   * `key rotate`: every attempt that starts after the call is signed with them, including retries
+   * of requests already in flight and batches track() already holds; the queue and the connection
+   * pool are kept. Checked like the constructor's options (a TypeError, nothing changed, when a
+   * value is empty or the key id is not a plain header value). A request in flight signed with the
+   * previous ones that gets a 401 is retried once with these (onRetry reason `credentials-changed`).
+   */
+  setCredentials(credentials: Credentials): void {
+    const keyId = credentials?.keyId ?? this.#credentials.keyId;
+    checkCredentials('Client.setCredentials', keyId, credentials?.secret);
+    this.#credentials = { keyId, secret: credentials.secret };
+    this.#credentialsVersion++;
   }
 
   /**
@@ -335,14 +397,17 @@ export class Client {
   ): Promise<void> {
     const o = this.#options;
     const body = buildBody(prep.serialized as string[], request);
-    const headers = {
+    const fixedHeaders = {
       'content-type': 'application/json',
       accept: 'application/json',
       'user-agent': `ecapi-ingest-client/${CLIENT_VERSION}`,
-      [HEADER_KEY_ID]: o.keyId,
       [HEADER_DATA_SET]: o.dataSetId,
-      [HEADER_SIGNATURE]: signBody(body, o.secret),
     };
+    /** The credentials version the headers were last signed under (-1: not yet), and those headers. */
+    let signedVersion = -1;
+    let headers: Record<string, string> = fixedHeaders;
+    /** Whether this request has had its one retry after a 401 to an attempt signed with credentials replaced since. */
+    let credentialsRetried = false;
     const timeoutMs = o.timeoutMs ?? 30_000;
     const maxRetries = o.maxRetries ?? 6;
     const maxRateLimitRetries = o.maxRateLimitRetries ?? 30;
@@ -373,6 +438,13 @@ export class Client {
       // Its own state when it had been tried; the send's failure names the first request it stopped.
       if (run.signal?.aborted) return stop(abortedFailure(attempts > 0 ? 'waiting' : 'unsent'));
       if (run.stop) return notSent(request, prep, run.stop, attempts, record);
+      // Signed with the credentials current as this attempt starts (the same bytes; re-signed only after setCredentials()).
+      const attemptVersion = this.#credentialsVersion;
+      if (attemptVersion !== signedVersion) {
+        const { keyId, secret } = this.#credentials;
+        headers = { ...fixedHeaders, [HEADER_KEY_ID]: keyId, [HEADER_SIGNATURE]: signBody(body, secret) };
+        signedVersion = attemptVersion;
+      }
       attempts++;
       totals.requests++;
       let status: number;
@@ -455,25 +527,46 @@ export class Client {
       }
 
       // 200, 207, or a 3xx/4xx that no retry can fix. Only a 207 or a 400 carries per-event errors
-      // (the spec's multi-status body); any other status is about the request as a whole.
-      const errors = (status === 207 || status === 400) && Array.isArray(parsed?.errors) ? parsed!.errors : undefined;
+      // (the spec's multi-status body); any other status is about the request as a whole. A 200 is
+      // the spec's "every event accepted" by its status alone (its body's count is not read).
       if (status === 200) {
         for (const index of request.items) record({ status: 'accepted', index, id: ids(index), requestId });
         return;
       }
       const rejected = (index: number, error: Rejection) =>
         record({ status: 'rejected', index, id: ids(index), error, httpStatus: status, requestId, event: prep.prepared[index]! });
-      if (errors !== undefined) {
-        // 207, or 400 with the multi-status shape: only the listed events failed.
-        const failed = new Map<number, string>();
-        for (const e of errors) if (Number.isInteger(e?.index)) failed.set(e.index, String(e.error));
+      if (status === 207 || (status === 400 && parsed !== undefined && Array.isArray(parsed.errors))) {
+        // 207, or 400 with the multi-status shape: only the listed events failed, if the body adds
+        // up against what was sent; if not, none is accepted on its word (multi-status.ts).
+        const reading = readMultiStatus(status, parsed ?? {}, request.items.map(ids));
+        const inconsistent: DeliveryFailure | undefined =
+          reading.problem === undefined
+            ? undefined
+            : {
+                code: 'INCONSISTENT_RESPONSE',
+                message: `inconsistent ${status} response: ${reading.problem}; whether this event was stored is unknown: resend it (its id is kept; resending is safe, events merge by id)`,
+                httpStatus: status,
+                requestId,
+              };
         request.items.forEach((index, position) => {
-          const error = failed.get(position);
+          const error = reading.rejected.get(position);
           if (error !== undefined) rejected(index, eventErrorOf(error));
-          else if (status === 207) record({ status: 'accepted', index, id: ids(index), requestId });
-          else rejected(index, { code: 'REQUEST_REJECTED', message: `rejected with its request: ${statusError}` });
+          else if (inconsistent) record({ status: 'undeliverable', index, id: ids(index), error: inconsistent, attempts, event: prep.prepared[index]! });
+          else record({ status: 'accepted', index, id: ids(index), requestId });
         });
         return;
+      }
+      // A 401 to an attempt signed with credentials replaced since (a rotation racing this request):
+      // not the current credentials' verdict, so retried once, at once, signed with them.
+      if (status === 401 && attemptVersion !== this.#credentialsVersion && !credentialsRetried) {
+        const failure = refusalOf(status, serviceMessage);
+        if (pastDeadline(0)) return undeliverable(givenUp(failure));
+        credentialsRetried = true;
+        last = failure;
+        totals.retries++;
+        notify<RetryInfo>(o.onRetry, () => ({ reason: 'credentials-changed', status, error: failure, retry: 1, delayMs: 0, retryAfterMs: undefined, events: request.items.length }));
+        progress();
+        continue;
       }
       // Credentials, a missing grant or a wrong URL fail every request the same way: stop sending.
       if (status === 401 || status === 403 || status === 404) return stop(withAdvice(refusalOf(status, serviceMessage), this.#eventsUrl));
@@ -483,7 +576,7 @@ export class Client {
         const location = headerValue(responseHeaders, 'location');
         return stop(withAdvice(refusalOf(status, `redirect${location ? ` to ${location}` : ''}, not followed`), this.#eventsUrl));
       }
-      const message = status === 207 ? `207 without an errors list: ${text.slice(0, 200)}` : parsed?.error ?? statusError;
+      const message = parsed?.error ?? statusError;
       for (const index of request.items) rejected(index, { code: 'REQUEST_REJECTED', message });
       return;
     }

@@ -8,6 +8,9 @@
  * untrusted certificate, an unknown host) is a request-level failure: send() stops at the first
  * one, reports it once as SendResult.failure, and leaves the events undeliverable (resend them
  * after the fix; their ids are kept). It is never counted as N per-event rejections.
+ *
+ * A multi-status body that does not add up against the request (multi-status.ts) is per-request:
+ * its unclear events are undeliverable with INCONSISTENT_RESPONSE, and the send goes on.
  */
 import type { EventErrorCode } from './protocol.js';
 
@@ -55,7 +58,15 @@ export type FailureCode =
    * Request-level: the send's `signal` aborted it. A request in flight then may or may not have been
    * stored (resending is safe: events merge by id); the requests not yet sent were not.
    */
-  | 'ABORTED';
+  | 'ABORTED'
+  /**
+   * A 207 (or a 400 in the multi-status shape) whose body does not add up against the request sent
+   * (counts, an index out of range or listed twice, an event_id not the one sent at that index):
+   * which of the request's events were stored is unknown, so none is reported accepted on its word.
+   * The events the body does not clearly reject get this failure; resending them is safe (events
+   * merge by id). Not request-level: the send goes on. `requestId` names the response.
+   */
+  | 'INCONSISTENT_RESPONSE';
 
 export interface DeliveryFailure {
   readonly code: FailureCode;
@@ -70,6 +81,8 @@ export interface DeliveryFailure {
   readonly httpStatus: number | null;
   /** The TLS or system error code, like DEPTH_ZERO_SELF_SIGNED_CERT or ECONNREFUSED. */
   readonly errorCode?: string | undefined;
+  /** INCONSISTENT_RESPONSE: the response's X-Request-Id, when it had one (to quote to the service's operator). */
+  readonly requestId?: string | undefined;
 }
 
 const NOT_AUTHORIZED_PREFIX = 'principal not authorized for data_set_id';

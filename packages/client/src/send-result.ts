@@ -6,6 +6,11 @@
  * index; the totals are counts of those results (done = accepted + rejected + undeliverable); an
  * event that is not accepted carries the event as sent (hashed, with its id), so resending it can
  * never create a duplicate.
+ *
+ * `accepted` is reported only on the service's clear word: a 200, or a 207 whose multi-status body
+ * adds up against the request sent (multi-status.ts). Of a body that does not, no event is
+ * accepted: the events it still clearly rejects are `rejected`, every other one `undeliverable`
+ * with INCONSISTENT_RESPONSE; still exactly one result per event, and the totals count them.
  */
 import type { EcapiEvent } from './event-types.generated.js';
 import type { DeliveryFailure, Rejection } from './send-errors.js';
@@ -36,7 +41,10 @@ export interface UndeliverableEvent {
   readonly status: 'undeliverable';
   readonly index: number;
   readonly id: string | null;
-  /** The last failure (`SERVER_ERROR` `500 ingest backend unavailable`, `NETWORK`, `TIMEOUT`), or the send's request-level failure. */
+  /**
+   * The last failure (`SERVER_ERROR` `500 ingest backend unavailable`, `NETWORK`, `TIMEOUT`), a
+   * multi-status body that did not add up (`INCONSISTENT_RESPONSE`), or the send's request-level failure.
+   */
   readonly error: DeliveryFailure;
   /** Attempts made for this event's request (0: not sent, because the send had stopped). */
   readonly attempts: number;
@@ -77,7 +85,11 @@ export interface SendResult extends SendTotals {
 }
 
 export interface RetryInfo {
-  readonly reason: 'server-error' | 'network-error' | 'rate-limited';
+  /**
+   * `credentials-changed`: a 401 answered an attempt signed before setCredentials() changed the
+   * credentials; the request is retried at once (delayMs 0), signed with the new ones, once.
+   */
+  readonly reason: 'server-error' | 'network-error' | 'rate-limited' | 'credentials-changed';
   readonly status: number | null;
   readonly error: DeliveryFailure;
   /** The retry about to be made, from 1. */

@@ -156,7 +156,8 @@ test('close() (closeAndFlush) sends what waits, then track() and send() throw', 
 });
 
 test('a batch the service rejects or cannot take reaches onBatch with the events to resend', async () => {
-  const s = await scripted((seen) => ({ status: 207, body: { accepted: seen.events.length - 1, errors: [{ index: 1, error: 'missing required field: currency_code' }] } }));
+  // The spec's multi-status shape, counts included (a body that does not add up accepts nothing: client-consistency.test.ts).
+  const s = await scripted((seen) => ({ status: 207, body: { accepted: seen.events.length - 1, rejected: 1, errors: [{ index: 1, event_id: seen.events[1]!.id, error: 'missing required field: currency_code' }] } }));
   const batches: SendResult[] = [];
   const c = s.client({ flushIntervalMs: 3_600_000, onBatch: (r) => batches.push(r) });
   try {
