@@ -7,7 +7,8 @@
  * never wait for it, and its lag is visible (`worker status`, admin /metrics). Like every process it
  * opens its storage through storage/open-storage.ts, the one place that picks the profile. Its
  * first step lowers its threads' CPU priority (consumer/consumer-priority.ts), so that a busy
- * consumer yields the CPU to the serving processes and only falls behind.
+ * consumer yields the CPU to the serving processes and only falls behind. A start that meets a
+ * locked SQLite file or an unreachable PostgreSQL database waits it out (consumer/sqlite-busy.ts).
  */
 import type { ViewLayoutKind } from './merged-view/sqlite-view-layout.js';
 import type { Environment } from './config.js';
@@ -17,6 +18,7 @@ import { DEFAULT_BATCH_SIZE } from './consumer/view-consumer.js';
 import { MergeWindows } from './consumer/merge-windows.js';
 import { LifecycleRunner } from './lifecycle/lifecycle-runner.js';
 import { retryWhileBusy } from './consumer/sqlite-busy.js';
+import { isDatabaseUnreachable } from './postgres/database-unreachable.js';
 import { lowerConsumerPriority } from './consumer/consumer-priority.js';
 
 export interface ViewWorkerOptions {
@@ -66,7 +68,18 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
         throw error;
       }
     },
-    { logger: options.logger, stopped: options.stopped, step: 'opening the stores' },
+    {
+      logger: options.logger,
+      stopped: options.stopped,
+      step: 'opening the stores',
+      // A PostgreSQL outage at the start is waited out the same way, not an exit: `serve` would
+      // restart the worker after a backoff of up to 30 s, a line per restart, and a standalone
+      // worker would stay down. A wrong password, a missing database or schema still exit.
+      alsoWaitOut: {
+        matches: (error) => options.databaseUrl !== undefined && isDatabaseUnreachable(error),
+        message: 'the PostgreSQL database cannot be reached while the consumer starts; retrying',
+      },
+    },
   );
   if (!opened) return void options.logger.info({ env: options.env }, 'consumer stopped');
   const { storage, windows } = opened;

@@ -6,7 +6,10 @@
  * stepped in a worker thread of its own, sqlite-partition-thread.ts), PostgreSQL the partitions
  * this worker holds a lease on. The loop runs one lane per assigned partition, concurrently:
  * a lane steps until its partition has nothing new, then polls; a failed batch is retried with
- * exponential backoff (250 ms doubling to 30 s) without holding up the other lanes. Beside the
+ * exponential backoff (250 ms doubling to 30 s) without holding up the other lanes, and said in the
+ * log once per error and spell, not once per try (lane-failure-log.ts). When something that failed
+ * works again (a lane's batch, the tick, the assignment), the lanes in backoff try at once: after an
+ * outage of the database they all resume within a tick, not at the end of their backoff. Beside the
  * lanes, the control part re-reads the assignment (lease renewal), runs the tick (heartbeat,
  * merge-window refresh; told how many lanes are failing, so a heartbeat can mean "applying", not
  * merely "alive"), schedules retention, and logs progress every 10 s (counts only, never
@@ -17,6 +20,8 @@
  * killed at any point is simply started again.
  */
 import type { Logger } from '../observability/logger.js';
+import { FailureLatch } from '../model/failure-latch.js';
+import { LaneFailureLog } from './lane-failure-log.js';
 import type { StepResult } from './view-consumer.js';
 
 export interface PartitionStepper {
@@ -51,6 +56,8 @@ export interface ConsumerLoopOptions {
   /** Heartbeat, merge-window refresh; every `tickMs` (default 2 s). */
   readonly onTick?: (health: LaneHealth) => Promise<void> | void;
   readonly tickMs?: number;
+  /** A failed batch's first backoff (ms, default 250; doubling per consecutive failure to 30 s at most, at least this). */
+  readonly retryBaseMs?: number;
   /** Queue retention, every `everyMs` (first run one period after start). */
   readonly retention?: { readonly everyMs: number; run(): Promise<void> };
 }
@@ -59,6 +66,7 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
   const { logger } = options;
   const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
   const tickMs = options.tickMs ?? 2000;
+  const retryBaseMs = options.retryBaseMs ?? 250;
   const refreshMs = assignment.refreshMs ?? Number.POSITIVE_INFINITY;
   let stop = false;
   const wakers = new Set<() => void>();
@@ -66,36 +74,63 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
     stop = true;
     for (const wake of [...wakers]) wake();
   });
-  const sleep = (ms: number) =>
+  /** Lanes waiting out a failed batch's backoff: woken early once the storage answers again (below). */
+  const backoffWakers = new Set<() => void>();
+  const sleep = (ms: number, backoff = false) =>
     new Promise<void>((resolve) => {
       if (stop) return resolve();
       const done = () => {
         clearTimeout(timer);
         wakers.delete(done);
+        backoffWakers.delete(done);
         resolve();
       };
       const timer = setTimeout(done, ms);
       wakers.add(done);
+      if (backoff) backoffWakers.add(done);
     });
+  // Something that failed with the lanes works again (a lane's batch, the tick, the assignment): a
+  // shared cause (the database back after an outage) has likely gone, so the lanes in backoff try
+  // now instead of at the end of a wait of up to 30 s. A lane failing on a cause of its own tries
+  // once more and backs off again.
+  const wakeBackoffs = () => {
+    for (const wake of [...backoffWakers]) wake();
+  };
 
   const totals = { records: 0, created: 0, merged: 0, discarded: 0 };
   const lanes = new Map<PartitionStepper, Promise<void>>();
   /** Consecutive failed batches of each lane whose last batch failed: the backoff, and what the tick is told. */
   const failures = new Map<PartitionStepper, number>();
   let assigned = new Set<PartitionStepper>();
+  // Said once per spell, not once per try (lane-failure-log.ts, model/failure-latch.ts).
+  const failureLog = new LaneFailureLog(logger);
+  const assignmentLatch = new FailureLatch(
+    (error) => logger.error({ err: { message: error.message } }, 'consumer assignment failed; retrying'),
+    () => {
+      logger.info({}, 'consumer assignment recovered');
+      wakeBackoffs();
+    },
+  );
+  const tickLatch = new FailureLatch(
+    (error) => logger.warn({ err: { message: error.message } }, 'consumer tick failed'),
+    () => {
+      logger.info({}, 'consumer tick recovered');
+      wakeBackoffs();
+    },
+  );
 
   const lane = async (partition: PartitionStepper) => {
     while (!stop && assigned.has(partition)) {
       let result: StepResult;
       try {
         result = await partition.step();
-        failures.delete(partition);
+        if (failures.delete(partition)) wakeBackoffs();
       } catch (error) {
         const failed = (failures.get(partition) ?? 0) + 1;
         failures.set(partition, failed);
-        const delay = Math.min(30_000, 250 * 2 ** Math.min(failed, 7));
-        logger.error({ err: { message: (error as Error).message }, partition: partition.name, retry_in_ms: delay }, 'consumer batch failed; retrying');
-        await sleep(delay);
+        const delay = Math.max(retryBaseMs, Math.min(30_000, retryBaseMs * 2 ** Math.min(failed, 7)));
+        failureLog.failed(partition.name, error as Error, delay);
+        await sleep(delay, true);
         continue;
       }
       totals.records += result.records;
@@ -132,16 +167,21 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
       const now = Date.now();
       if (now - lastRefresh >= refreshMs) {
         lastRefresh = now;
-        await reassign().catch((error: Error) => logger.error({ err: { message: error.message } }, 'consumer assignment failed; retrying'));
+        await reassign().then(
+          () => assignmentLatch.succeeded(),
+          (error: Error) => assignmentLatch.failed(error),
+        );
       }
       if (options.onTick && now - lastTick >= tickMs) {
         lastTick = now;
         try {
           await options.onTick({ failingLanes: failures.size });
+          tickLatch.succeeded();
         } catch (error) {
-          logger.warn({ err: { message: (error as Error).message } }, 'consumer tick failed');
+          tickLatch.failed(error as Error);
         }
       }
+      failureLog.check(failures.size);
       if (options.retention && now - lastRetention >= options.retention.everyMs) {
         lastRetention = now;
         await options.retention.run().catch((error: Error) => logger.error({ err: { message: error.message } }, 'queue retention failed'));

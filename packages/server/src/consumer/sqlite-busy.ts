@@ -37,10 +37,17 @@ export function isSqliteBusy(error: unknown): boolean {
  * Runs `attempt` until it does not fail with SQLITE_BUSY; any other error is thrown. `attempt`
  * must leave nothing open when it fails. Resolves with undefined when `stopped` resolves first.
  * `step` names what was being done, for the log (a fixed phrase: never a path or an identifier).
+ * `alsoWaitOut`: other errors to wait out the same way, each with the warning to say once (the
+ * worker's PostgreSQL database unreachable at its start: postgres/database-unreachable.ts).
  */
 export async function retryWhileBusy<T>(
   attempt: () => T | Promise<T>,
-  options: { readonly logger: Logger; readonly stopped: Promise<void>; readonly step: string },
+  options: {
+    readonly logger: Logger;
+    readonly stopped: Promise<void>;
+    readonly step: string;
+    readonly alsoWaitOut?: { readonly matches: (error: unknown) => boolean; readonly message: string };
+  },
 ): Promise<T | undefined> {
   let stopped = false;
   void options.stopped.then(() => (stopped = true));
@@ -51,10 +58,15 @@ export async function retryWhileBusy<T>(
     try {
       return await attempt();
     } catch (error) {
-      if (!isSqliteBusy(error)) throw error;
+      const busy = isSqliteBusy(error);
+      if (!busy && !options.alsoWaitOut?.matches(error)) throw error;
       if (!warned) {
         warned = true;
-        options.logger.warn({ step: options.step, err: { code: (error as { code: string }).code, message: (error as Error).message }, retry_in_ms: delay }, BUSY_RETRY_MESSAGE);
+        const code = (error as { code?: unknown }).code;
+        options.logger.warn(
+          { step: options.step, err: { code: typeof code === 'string' ? code : undefined, message: (error as Error).message }, retry_in_ms: delay },
+          busy ? BUSY_RETRY_MESSAGE : options.alsoWaitOut!.message,
+        );
       }
     }
     let timer: NodeJS.Timeout | undefined;

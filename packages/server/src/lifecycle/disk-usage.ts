@@ -11,6 +11,7 @@
 import { statfs } from 'node:fs/promises';
 import { Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../observability/logger.js';
+import { FailureLatch } from '../model/failure-latch.js';
 import type { LifecycleBackend, StoreBytes } from './lifecycle-backend.js';
 
 export interface DiskUsage {
@@ -86,7 +87,16 @@ export class DiskMonitor {
   }
 
   start(): void {
-    const run = () => void this.check().catch((error: Error) => this.#logger.warn({ err: { message: error.message } }, 'disk usage check failed'));
+    // Said once per failing spell (the database's sizes unreadable during an outage), not per check.
+    const latch = new FailureLatch(
+      (error) => this.#logger.warn({ err: { message: error.message } }, 'disk usage check failed (said once until a check succeeds)'),
+      () => this.#logger.info({}, 'disk usage check recovered'),
+    );
+    const run = () =>
+      void this.check().then(
+        () => latch.succeeded(),
+        (error: Error) => latch.failed(error),
+      );
     run();
     this.#timer = setInterval(run, CHECK_EVERY_MS);
     this.#timer.unref();

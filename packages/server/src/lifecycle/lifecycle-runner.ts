@@ -57,6 +57,7 @@ import { recordKeyForId } from '../merged-view/merge.js';
 import { canonicalIdentifier } from './identifier-digest.js';
 import { equivalentIdentifiers } from './equivalent-identifiers.js';
 import type { Logger } from '../observability/logger.js';
+import { FailureLatch } from '../model/failure-latch.js';
 import {
   addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type EraserCursor, type IdentityToErase, type LifecycleBackend, type ViewEraser, SUPPRESSION_REFRESH_MS,
   WalBusyError,
@@ -164,11 +165,21 @@ export class LifecycleRunner {
     for (const eraser of [...this.#walDirty]) if (await eraser.clearOldCopies()) this.#walDirty.delete(eraser);
   }
 
-  /** Until stopped: a tick a second (errors logged, the next tick tries again). */
+  /**
+   * Until stopped: a tick a second (the next tick tries again). A failing spell (the database away)
+   * is said once when it starts and once when a round succeeds again, not once a second.
+   */
   async run(stopped: Promise<void>, everyMs = 1000): Promise<void> {
     void stopped.then(() => (this.#stopping = true));
+    const latch = new FailureLatch(
+      (error) => this.#o.logger.error({ err: { message: error.message } }, 'data lifecycle round failed; retrying every second (said once until a round succeeds)'),
+      () => this.#o.logger.info({}, 'data lifecycle rounds recovered'),
+    );
     while (!this.#stopping) {
-      await this.tick().catch((error: Error) => this.#o.logger.error({ err: { message: error.message } }, 'data lifecycle round failed'));
+      await this.tick().then(
+        () => latch.succeeded(),
+        (error: Error) => latch.failed(error),
+      );
       await Promise.race([stopped, new Promise((r) => setTimeout(r, everyMs).unref())]);
     }
   }

@@ -46,6 +46,77 @@ test('the tick is told of a lane whose batches fail, and no longer once it appli
   }
 });
 
+test('lanes failing on one cause: one line for the spell, however many tries, and one when it is over', async () => {
+  const lines: { msg: string }[] = [];
+  const logger = createLogger({ level: 'info', destination: { write: (text: string) => void lines.push(JSON.parse(text)) } });
+  let failing = true;
+  let tries = 0;
+  const lanes: PartitionStepper[] = [0, 1, 2, 3].map((k) => ({
+    name: `p0${k}`,
+    step: async () => {
+      if (!failing) return idle;
+      tries++;
+      throw new Error('connection terminated');
+    },
+  }));
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const loop = runConsumerLoop({ refresh: async () => lanes }, { logger, stopped, pollMs: 5, tickMs: 10 });
+  try {
+    // Each lane retries after 500 ms, then 1 s: two tries each at least.
+    await waitFor('every lane to fail twice', () => tries >= 8, 10_000);
+    failing = false;
+    await waitFor('the recovery line', () => lines.some((l) => l.msg === 'consumer batches recovered'), 10_000);
+  } finally {
+    stop();
+    await loop;
+  }
+  assert.equal(lines.filter((l) => l.msg.startsWith('consumer batch failed')).length, 1, lines.map((l) => l.msg).join('\n'));
+  assert.equal(lines.filter((l) => l.msg === 'consumer batches recovered').length, 1);
+});
+
+test('a lane in backoff tries again as soon as the tick, failing with it, works again', async () => {
+  let down = true;
+  let failedSteps = 0;
+  let applied = 0;
+  const lane: PartitionStepper = {
+    name: 'p00',
+    step: async () => {
+      if (down) {
+        failedSteps++;
+        throw new Error('connection terminated');
+      }
+      applied++;
+      return idle;
+    },
+  };
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const loop = runConsumerLoop(
+    { refresh: async () => [lane] },
+    {
+      logger: createLogger({ level: 'silent' }),
+      stopped,
+      pollMs: 5,
+      tickMs: 10,
+      // A failed batch waits 10 min: only the wake-up can bring the lane back within the test.
+      retryBaseMs: 600_000,
+      onTick: () => {
+        if (down) throw new Error('connection terminated');
+      },
+    },
+  );
+  try {
+    await waitFor('the lane to fail once', () => failedSteps === 1);
+    down = false;
+    await waitFor('the lane to apply again, long before its backoff ends', () => applied > 0, 30_000);
+    assert.equal(failedSteps, 1);
+  } finally {
+    stop();
+    await loop;
+  }
+});
+
 test('every lane applying or idle: the tick sees no failing lane', async () => {
   const ticks: LaneHealth[] = [];
   let stop!: () => void;

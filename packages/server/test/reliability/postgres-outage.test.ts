@@ -89,6 +89,8 @@ async function idleScenario(): Promise<void> {
   assert.equal(down.body.checks.queue_writable, false);
   assert.ok(down.body.checks.queue_error, 'readiness says why');
   assert.equal(metricValue(await metricsText(srv.adminPort), 'ecapi_queue_writable'), 0);
+  // Held a few seconds more: every loop that polls the database (each second or so) meets it away.
+  await sleep(5000);
 
   await restore(db);
   await waitFor('readiness to return with no request', async () => ((await readyz(srv.adminPort)).status === 200 ? true : undefined), 60_000, 200);
@@ -96,6 +98,17 @@ async function idleScenario(): Promise<void> {
   const logged = srv.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string });
   assert.equal(logged.filter((l) => l.msg.startsWith('queue storage failing')).length, 1, 'the failure is logged once');
   assert.equal(logged.filter((l) => l.msg === 'queue storage recovered').length, 1, 'the recovery is logged once');
+  // Nothing is said once per try: each warning or error, with its cause, at most once per process
+  // (this serving process and its consumer), however many times its loop met the database away.
+  const said = new Map<string, number>();
+  for (const l of logged as { level: number; msg: string; err?: { message?: string } }[]) {
+    if (l.level < 40) continue;
+    const what = `${l.msg} | ${l.err?.message ?? ''}`;
+    said.set(what, (said.get(what) ?? 0) + 1);
+  }
+  const repeated = [...said].filter(([, n]) => n > 2);
+  assert.deepEqual(repeated, [], 'lines said more than once per process');
+  assert.ok(said.size > 0, 'the outage was said');
   await leftovers.pop()!();
 }
 
@@ -297,6 +310,16 @@ async function scenario(workers: number, diagnostic: (text: string) => void): Pr
     assert.ok(lines <= workers + 1, `${lines} "${failed}" lines`);
     if (lines > 0) assert.ok(logged.some((l) => l.msg === recovered), `"${recovered}" is logged`);
   }
+
+  // And nothing else is said once per try: each warning or error other than a request's own line,
+  // with its cause, at most once per process (the serving processes, the primary, the consumer).
+  const said = new Map<string, number>();
+  for (const l of logged as { level: number; msg: string; status?: number; err?: { message?: string } }[]) {
+    if (l.level < 40 || l.status !== undefined) continue;
+    const what = `${l.msg} | ${l.err?.message ?? ''}`;
+    said.set(what, (said.get(what) ?? 0) + 1);
+  }
+  assert.deepEqual([...said].filter(([, n]) => n > workers + 2), [], 'lines said more than once per process');
 
   // Cleanup of this scenario (the after hook does it only when it failed).
   await leftovers.pop()!();
