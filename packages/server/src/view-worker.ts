@@ -44,6 +44,12 @@ export interface ViewWorkerOptions {
   /** How often view retention runs (default one minute). */
   readonly viewRetentionEveryMs?: number;
   /**
+   * After view or queue retention deleted rows, the pages are scrubbed of old copies (embedded) or
+   * the view's tables VACUUMed (PostgreSQL) at most this often (fs/old-copies-schedule.ts; default
+   * 15 min, 0: after every round). The WAL is cut after every round; deletion requests clear all.
+   */
+  readonly oldCopiesEveryMs?: number;
+  /**
    * Nice (0-19) of every thread of this process, set before any partition thread starts (they
    * inherit it; consumer/consumer-priority.ts); 0 or absent leaves the priority alone. The `worker`
    * command passes 10 unless told otherwise.
@@ -93,6 +99,7 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
       controlPlane: storage.controlPlane(),
       logger: options.logger,
       retentionEveryMs: options.viewRetentionEveryMs,
+      oldCopiesEveryMs: options.oldCopiesEveryMs,
     });
     const lifecycleDone = lifecycle.run(Promise.race([options.stopped, consumerEnded]));
     try {
@@ -104,6 +111,7 @@ export async function runViewWorker(options: ViewWorkerOptions): Promise<void> {
         pollMs: options.pollMs,
         retentionMs: options.retentionMs,
         retentionEveryMs: options.retentionEveryMs,
+        oldCopiesEveryMs: options.oldCopiesEveryMs,
         viewPartitions: options.viewPartitions,
         viewLayout: options.viewLayout,
         viewHotLinks: options.viewHotLinks,

@@ -92,6 +92,14 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
     .addOption(new Option('--retention-every <duration>', 'how often retention runs').env('ECAPI_QUEUE_RETENTION_EVERY').default('1m'))
     .addOption(new Option('--view-retention-every <duration>', "how often the merged view's retention (data-set policy --view-retention) runs").env('ECAPI_VIEW_RETENTION_EVERY').default('1m'))
     .addOption(
+      new Option(
+        '--old-copies-every <duration>',
+        "after retention deleted rows, how often the files' pages are scrubbed of old copies (embedded; PostgreSQL: a VACUUM of the view's tables); the WAL is cut after every round; 0: after every round",
+      )
+        .env('ECAPI_OLD_COPIES_EVERY')
+        .default('15m'),
+    )
+    .addOption(
       new Option('--view-partitions <n>', 'view partitions, fixed when the view is first consumed: embedded, data sets spread over n files applied by n threads; PostgreSQL with --view-layout sharded, record shards per queue partition (default 2)')
         .env('ECAPI_VIEW_PARTITIONS'),
     )
@@ -113,7 +121,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
         .env('ECAPI_WORKER_NICE')
         .default(String(DEFAULT_CONSUMER_NICE)),
     )
-    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewRetentionEvery: string; viewPartitions?: string; viewLayout?: ViewLayoutKind; viewHotLinks: string; nice: string }) => {
+    .action((opts: { batchSize: string; retention: string; retentionEvery: string; viewRetentionEvery: string; oldCopiesEvery: string; viewPartitions?: string; viewLayout?: ViewLayoutKind; viewHotLinks: string; nice: string }) => {
       const g = ctx.globals();
       const batchSize = Number(opts.batchSize);
       if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) throw new CliError(`invalid batch size "${opts.batchSize}"`);
@@ -130,6 +138,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       const retentionMs = opts.retention === '0' ? 0 : parseDurationMs(opts.retention);
       const retentionEveryMs = parseDurationMs(opts.retentionEvery);
       const viewRetentionEveryMs = parseDurationMs(opts.viewRetentionEvery);
+      const oldCopiesEveryMs = opts.oldCopiesEvery === '0' ? 0 : parseDurationMs(opts.oldCopiesEvery);
       const logger = createLogger();
       const stopped = new Promise<void>((resolve) => {
         process.once('SIGTERM', () => resolve());
@@ -152,7 +161,7 @@ export function registerViewCommands(program: Command, ctx: CliContext): void {
       });
       ctx.keepAlive(
         runViewWorker({
-          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs, viewRetentionEveryMs, viewPartitions, viewHotLinks, nice,
+          dataDir: g.dataDir, env: g.env, databaseUrl: g.databaseUrl, logger, stopped, batchSize, retentionMs, retentionEveryMs, viewRetentionEveryMs, oldCopiesEveryMs, viewPartitions, viewHotLinks, nice,
           ...(opts.viewLayout ? { viewLayout: opts.viewLayout } : {}),
         }).finally(() => logger.flush()),
       );

@@ -33,4 +33,9 @@ export interface ConsumerRunOptions {
   readonly retentionMs?: number;
   /** How often retention runs (ms); default one minute. */
   readonly retentionEveryMs?: number;
+  /**
+   * Embedded: after queue retention deleted segments, queue.db's pages are scrubbed of old copies at
+   * most this often (ms; fs/old-copies-schedule.ts, default 15 min, 0: every round).
+   */
+  readonly oldCopiesEveryMs?: number;
 }

@@ -79,7 +79,7 @@ export async function runSqliteConsumer(
   // The consumer knows what was applied (the lowest partition offset), so it prunes the queue
   // (queue/sqlite-queue-retention.ts).
   const retentionMs = options.retentionMs ?? 0;
-  const retention = retentionMs > 0 ? new SqliteQueueRetention(queueFile) : null;
+  const retention = retentionMs > 0 ? new SqliteQueueRetention(queueFile, { oldCopiesEveryMs: options.oldCopiesEveryMs }) : null;
   options.logger.info({ env: files.env, pid: process.pid, partitions, layout: layout.kind, next_seq: nextSeq }, 'consumer started');
   try {
     await runConsumerLoop(assignment, {

@@ -222,9 +222,22 @@ export interface ViewEraser {
   /**
    * Leaves no old copy of deleted rows where the store keeps them: embedded, the b-tree pages'
    * unallocated space is zeroed and the WAL copied back and truncated (fs/old-copies.ts; true when
-   * both were done, false when busy); PostgreSQL, a VACUUM of the touched tables.
+   * both were done, false when busy); PostgreSQL, a VACUUM of the touched tables. With `scrub:
+   * false`, the cheap half only (embedded: the WAL; PostgreSQL: nothing): what a retention round
+   * does between two whole clearings (fs/old-copies-schedule.ts).
    */
-  clearOldCopies(): Promise<boolean>;
+  clearOldCopies(options?: OldCopiesOptions): Promise<boolean>;
+  /**
+   * Names what clearOldCopies clears, where erasers of several data sets clear the same thing
+   * (PostgreSQL: the view's tables), so that it is cleared once for all of them; absent: the eraser
+   * object itself (embedded: one per file, kept for the process's life).
+   */
+  readonly oldCopiesScope?: string;
+}
+
+/** What clearOldCopies does: everything (default), or with `scrub: false` the cheap half only. */
+export interface OldCopiesOptions {
+  readonly scrub?: boolean;
 }
 
 /**

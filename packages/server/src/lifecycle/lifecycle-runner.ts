@@ -58,6 +58,7 @@ import { canonicalIdentifier } from './identifier-digest.js';
 import { equivalentIdentifiers } from './equivalent-identifiers.js';
 import type { Logger } from '../observability/logger.js';
 import { FailureLatch } from '../model/failure-latch.js';
+import { OldCopiesSchedule } from '../fs/old-copies-schedule.js';
 import {
   addCounts, zeroCounts, type DeletionRequest, type DeletionResult, type ErasedCounts, type EraserCursor, type IdentityToErase, type LifecycleBackend, type ViewEraser, SUPPRESSION_REFRESH_MS,
   WalBusyError,
@@ -99,6 +100,12 @@ export interface LifecycleRunnerOptions {
   readonly logger: Logger;
   /** How often view retention runs (default one minute). */
   readonly retentionEveryMs?: number;
+  /**
+   * After retention deleted rows, the whole clearing of old copies (the page-gap scrub, a VACUUM)
+   * runs at most this often (fs/old-copies-schedule.ts; default 15 min, 0: every round); the WAL is
+   * cut after every round.
+   */
+  readonly oldCopiesEveryMs?: number;
   /** A deletion waits while the data dir has less free space than this (default 8 MiB). */
   readonly minFreeBytes?: number;
 }
@@ -114,12 +121,19 @@ export class LifecycleRunner {
   #stopping = false;
   #spaceWarnedFor = new Set<number>();
   readonly #waitReason = new Map<number, string>();
-  /** View erasers whose files may still hold old copies of records retention deleted (cleared at every tick until done). */
+  /** View erasers whose WAL may still hold old page images of records retention deleted (cut at every tick until done). */
   readonly #walDirty = new Set<ViewEraser>();
+  /**
+   * View erasers whose pages may still hold old copies of records retention deleted, by what they
+   * clear (ViewEraser.oldCopiesScope): scrubbed when the schedule says so, not at every round.
+   */
+  readonly #scrubOwed = new Map<string | ViewEraser, ViewEraser>();
+  readonly #scrubs: OldCopiesSchedule;
 
   constructor(options: LifecycleRunnerOptions) {
     this.#o = options;
     this.#b = options.backend;
+    this.#scrubs = new OldCopiesSchedule(options.oldCopiesEveryMs);
   }
 
   /** One round: due body-log overwrites, pending requests the consumer has caught up with, retention when due. */
@@ -161,8 +175,28 @@ export class LifecycleRunner {
       this.#lastRetention = nowMs;
       await this.#retention(nowMs);
     }
-    // Expired records leave no old copy in the view files either (retried each tick while busy).
-    for (const eraser of [...this.#walDirty]) if (await eraser.clearOldCopies()) this.#walDirty.delete(eraser);
+    await this.#clearRetentionCopies(nowMs);
+  }
+
+  /**
+   * Expired records leave no old copy either: their WAL images go at the first tick after the round
+   * (retried each tick while busy), their copies in the pages' unallocated space at the next whole
+   * clearing the schedule allows (fs/old-copies-schedule.ts: a read of each file, at most every 15 min
+   * by default), so that retention, which deletes at nearly every round, does not read every file
+   * whole at every round.
+   */
+  async #clearRetentionCopies(nowMs: number): Promise<void> {
+    if (this.#scrubs.due(nowMs)) {
+      let complete = true;
+      for (const [scope, eraser] of [...this.#scrubOwed]) {
+        if (await eraser.clearOldCopies()) {
+          this.#scrubOwed.delete(scope);
+          this.#walDirty.delete(eraser);
+        } else complete = false;
+      }
+      this.#scrubs.tried(nowMs, complete);
+    }
+    for (const eraser of [...this.#walDirty]) if (await eraser.clearOldCopies({ scrub: false })) this.#walDirty.delete(eraser);
   }
 
   /**
@@ -401,7 +435,11 @@ export class LifecycleRunner {
           heldMs += counts.heldMs;
           transactions++;
           addCounts(total, counts);
-          if (counts.records > 0) this.#walDirty.add(eraser);
+          if (counts.records > 0) {
+            this.#walDirty.add(eraser);
+            this.#scrubOwed.set(eraser.oldCopiesScope ?? eraser, eraser);
+            this.#scrubs.deleted();
+          }
           await yieldLoop();
           if (counts.records < EXPIRE_BATCH) break;
         }

@@ -39,7 +39,7 @@
  * outlives the attempt that took it.
  */
 import { inTransaction, type Pool, type PoolClient } from '../postgres/database.js';
-import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, isReplaceableIdentifier, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, isReplaceableIdentifier, zeroCounts, type ErasedCounts, type IdentityToErase, type OldCopiesOptions, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { addPgTally, readPgTally } from './postgres-lifecycle-store.js';
 import { holdPartsTogether, PartsHeldError, releaseParts } from './parts-fence.js';
 import { PostgresFencedPart } from './postgres-fenced-part.js';
@@ -414,7 +414,12 @@ export class PostgresViewEraser implements ViewEraser {
   /** The tally is replaced by the final counts (settle): nothing to clear here. */
   async clearTally(): Promise<void> {}
 
-  async clearOldCopies(): Promise<boolean> {
+  /** Every eraser of this database VACUUMs the same tables. */
+  readonly oldCopiesScope = 'postgres view tables';
+
+  /** A VACUUM of the view's tables; with `scrub: false` (a retention round between two), nothing: autovacuum's. */
+  async clearOldCopies(options: OldCopiesOptions = {}): Promise<boolean> {
+    if (options.scrub === false) return true;
     await vacuum(this.#pool, ['view_records', 'view_record_identities', 'identity_nodes', 'identity_identifiers']);
     return true;
   }

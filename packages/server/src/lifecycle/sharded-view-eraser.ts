@@ -30,7 +30,7 @@
  * shards, identities and links in the identity part) and summed here.
  */
 import { recordShardOf } from '../merged-view/record-shard.js';
-import { addCounts, identifiersOfStoredEvent, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { addCounts, identifiersOfStoredEvent, zeroCounts, type ErasedCounts, type IdentityToErase, type OldCopiesOptions, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { holdPartsTogether, releaseParts } from './parts-fence.js';
 import type { SqliteViewEraser } from './sqlite-view-eraser.js';
 
@@ -179,9 +179,9 @@ export class ShardedViewEraser implements ViewEraser {
     for (const part of this.#parts) await part.clearTally(requestId);
   }
 
-  async clearOldCopies(): Promise<boolean> {
+  async clearOldCopies(options: OldCopiesOptions = {}): Promise<boolean> {
     let all = true;
-    for (const part of this.#parts) all = (await part.clearOldCopies()) && all;
+    for (const part of this.#parts) all = (await part.clearOldCopies(options)) && all;
     return all;
   }
 

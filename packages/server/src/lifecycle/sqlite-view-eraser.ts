@@ -35,7 +35,7 @@
 import Database from 'better-sqlite3';
 import { VIEW_CONSUMER } from '../model/consumer-offsets.js';
 import { VIEW_JOURNAL_SIZE_LIMIT } from '../merged-view/sqlite-view-store.js';
-import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, isReplaceableIdentifier, zeroCounts, type ErasedCounts, type IdentityToErase, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
+import { erasedRecordEntry, erasedRecordOf, identifiersOfStoredEvent, isReplaceableIdentifier, zeroCounts, type ErasedCounts, type IdentityToErase, type OldCopiesOptions, type ViewEraser, type ViewTally } from './lifecycle-backend.js';
 import { checkpointPassive } from '../fs/wal-truncation.js';
 import { clearOldCopies } from '../fs/old-copies.js';
 import { GENERATION_SCHEMA, generationStatements } from '../merged-view/view-generation.js';
@@ -530,9 +530,9 @@ export class SqliteViewEraser implements ViewEraser {
     this.#durably(() => this.#s.clearTally.run(requestId));
   }
 
-  /** Zeroes the pages' unallocated space, copies the WAL back and truncates it (fs/old-copies.ts). */
-  async clearOldCopies(): Promise<boolean> {
-    return clearOldCopies(this.#db);
+  /** Zeroes the pages' unallocated space (unless `scrub: false`), copies the WAL back and truncates it (fs/old-copies.ts). */
+  async clearOldCopies(options: OldCopiesOptions = {}): Promise<boolean> {
+    return clearOldCopies(this.#db, { scrub: options.scrub });
   }
 
   close(): void {

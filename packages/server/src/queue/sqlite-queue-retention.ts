@@ -16,9 +16,10 @@
  *   found it unreferenced: a reader (queue export, a consumer) that read a row just before its
  *   deletion still finds its file for a whole round.
  * - Erasure (issue 29): deleted rows are zeroed in the file (secure_delete=ON on every queue
- *   connection, sqlite-queue-store.ts), and after a round that deleted any, `clearOldCopies` zeroes
- *   what page rebuilds left of moved cells, copies the WAL back and cuts it to zero bytes
- *   (fs/old-copies.ts), so no copy of a deleted segment is left in queue.db or its -wal.
+ *   connection, sqlite-queue-store.ts), and after a round that deleted any, `clearOldCopies` copies
+ *   the WAL back and cuts it to zero bytes, and at most every `oldCopiesEveryMs` (default 15 min,
+ *   fs/old-copies-schedule.ts) zeroes what page rebuilds left of moved cells (fs/old-copies.ts): no
+ *   copy of a deleted segment is left in queue.db or its -wal within that time of its round.
  */
 import type Database from 'better-sqlite3';
 import { readdirSync, unlinkSync } from 'node:fs';
@@ -26,6 +27,7 @@ import { join } from 'node:path';
 import { bodyLogDir } from './sqlite-body-log.js';
 import { openQueueDatabase } from './sqlite-queue-store.js';
 import { clearOldCopies } from '../fs/old-copies.js';
+import { OldCopiesSchedule } from '../fs/old-copies-schedule.js';
 
 const BATCH_ROWS = 5_000;
 
@@ -41,9 +43,12 @@ export class SqliteQueueRetention {
   #unreferencedBelow = 0;
   /** Segments were deleted since the WAL was last truncated. */
   #walDirty = false;
+  /** When the pages' unallocated space is scrubbed of what the deletions left (not at every round). */
+  readonly #scrubs: OldCopiesSchedule;
 
-  constructor(queueFile: string) {
+  constructor(queueFile: string, options: { readonly oldCopiesEveryMs?: number } = {}) {
     this.#file = queueFile;
+    this.#scrubs = new OldCopiesSchedule(options.oldCopiesEveryMs);
   }
 
   /** One round. `nextSeq`: the consumer's offset (next sequence number it will apply). */
@@ -63,7 +68,10 @@ export class SqliteQueueRetention {
       segmentsDeleted += changes;
       if (changes < BATCH_ROWS) break;
     }
-    if (segmentsDeleted > 0) this.#walDirty = true;
+    if (segmentsDeleted > 0) {
+      this.#walDirty = true;
+      this.#scrubs.deleted();
+    }
     const filesDeleted = this.#deleteFiles(this.#unreferencedBelow);
     const lowest = db.prepare('SELECT MIN(body_file) AS f FROM queue_segments WHERE body_file IS NOT NULL').get() as { f: number | null };
     const head = db.prepare('SELECT file_no AS f FROM queue_log_head WHERE id = 1').get() as { f: number } | undefined;
@@ -72,14 +80,18 @@ export class SqliteQueueRetention {
   }
 
   /**
-   * After rounds that deleted segments: no old copy of them left in queue.db or its WAL. Call it every
-   * round: it does nothing when nothing was deleted since it last succeeded (false: busy, next round).
+   * After rounds that deleted segments: no old copy of them left in queue.db's WAL, and, when the
+   * schedule says so, in its pages. Call it every round: it does nothing when nothing was deleted
+   * since it last succeeded (false: busy, next round).
    */
-  async clearOldCopies(): Promise<boolean> {
-    if (!this.#walDirty || !this.#db) return true;
-    if (!(await clearOldCopies(this.#db, { attempts: 10 }))) return false;
-    this.#walDirty = false;
-    return true;
+  async clearOldCopies(nowMs = Date.now()): Promise<boolean> {
+    if (!this.#db) return true;
+    const scrub = this.#scrubs.due(nowMs);
+    if (!this.#walDirty && !scrub) return true;
+    const done = await clearOldCopies(this.#db, { attempts: 10, scrub });
+    if (scrub) this.#scrubs.tried(nowMs, done);
+    if (done) this.#walDirty = false;
+    return done;
   }
 
   #deleteFiles(below: number): number {

@@ -30,7 +30,9 @@ const skip = TEST_PROFILE === 'sqlite' ? false : 'embedded profile only: on Post
 const SHARDED = { ECAPI_VIEW_LAYOUT: 'sharded', ECAPI_VIEW_PARTITIONS: '2' };
 /** Named, not inherited: .ci/run runs the lifecycle suites again with ECAPI_VIEW_LAYOUT=sharded. */
 const DATA_SETS = { ECAPI_VIEW_LAYOUT: 'data-sets', ECAPI_VIEW_PARTITIONS: '2' };
-const RETENTION_BOUND_MS = 10_000;
+/** As erasure-scan.test.ts: the scrub after retention every 2 s (`--old-copies-every`), the bound 2 s longer. */
+const OLD_COPIES_EVERY = '2s';
+const RETENTION_BOUND_MS = 10_000 + 2_000;
 
 const caughtUp = (dataDir: string) => consumerCaughtUp(dataDir, 30_000);
 
@@ -120,7 +122,7 @@ test('sharded layout: view and queue retention: within the bound after a record 
   const server = await startServer({
     dataDir,
     args: ['--workers', '1'],
-    extraEnv: { ...SHARDED, ECAPI_VIEW_RETENTION_EVERY: '500ms', ECAPI_QUEUE_RETENTION: '2s', ECAPI_QUEUE_RETENTION_EVERY: '500ms' },
+    extraEnv: { ...SHARDED, ECAPI_VIEW_RETENTION_EVERY: '500ms', ECAPI_QUEUE_RETENTION: '2s', ECAPI_QUEUE_RETENTION_EVERY: '500ms', ECAPI_OLD_COPIES_EVERY: OLD_COPIES_EVERY },
   });
   const rnd = randomBytes(8).toString('hex');
   const R = sha(`sh-expire-me-${rnd}@example.com`);

@@ -25,8 +25,13 @@ import { purchaseEvent } from '../helpers/purchase-event.js';
 
 const skip = TEST_PROFILE === 'sqlite' ? false : 'embedded profile only: on PostgreSQL the bytes live in the database server (postgres-erasure.test.ts)';
 
-/** The bound of the retention case (docs/SECURITY.md): a record deleted by retention leaves no byte after this. */
-const RETENTION_BOUND_MS = 10_000;
+/**
+ * The bound of the retention case (docs/SECURITY.md): a record deleted by retention leaves no byte
+ * within `--old-copies-every` of the round that deleted it (the pages' scrub runs at most that often;
+ * the WAL is cut after every round). Rounds every 500 ms, scrubs every 2 s: both paths are taken.
+ */
+const OLD_COPIES_EVERY = '2s';
+const RETENTION_BOUND_MS = 10_000 + 2_000;
 
 const event = purchaseEvent;
 
@@ -120,7 +125,7 @@ test('view and queue retention: within the bound after a record was deleted, non
   const server = await startServer({
     dataDir,
     args: ['--workers', '1'],
-    extraEnv: { ECAPI_VIEW_RETENTION_EVERY: '500ms', ECAPI_QUEUE_RETENTION: '2s', ECAPI_QUEUE_RETENTION_EVERY: '500ms' },
+    extraEnv: { ECAPI_VIEW_RETENTION_EVERY: '500ms', ECAPI_QUEUE_RETENTION: '2s', ECAPI_QUEUE_RETENTION_EVERY: '500ms', ECAPI_OLD_COPIES_EVERY: OLD_COPIES_EVERY },
   });
   const rnd = randomBytes(8).toString('hex');
   const R = sha(`expire-me-${rnd}@example.com`);

@@ -67,18 +67,8 @@ async function cliText(dataDir: string, url: string, args: string[]): Promise<st
  * stayed 200 through the whole outage, until a sender's request failed.
  */
 async function idleScenario(): Promise<void> {
-  const dataDir = tempDataDir('ecapi-pg-idle-outage-');
-  const url = (await databaseUrlFor(dataDir)) ?? (await freshDatabase('idleoutage'));
-  const db = new URL(url).pathname.slice(1);
-  let server: ServerProcess | undefined;
-  leftovers.push(async () => {
-    if (server && server.child.exitCode === null && server.child.signalCode === null) killTree(server.child.pid!);
-    await superuser(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-  await pgCli(dataDir, url, ['migrate']);
-  server = await startServer({ dataDir, extraEnv: { ECAPI_DATABASE_URL: url } });
-  const srv = server;
+  const { dataDir, url, db, started } = await scenarioDatabase('idleoutage');
+  const srv = started(await startServer({ dataDir, extraEnv: { ECAPI_DATABASE_URL: url } }));
   assert.equal((await readyz(srv.adminPort)).status, 200);
 
   await cutOff(db);
@@ -95,21 +85,52 @@ async function idleScenario(): Promise<void> {
   await restore(db);
   await waitFor('readiness to return with no request', async () => ((await readyz(srv.adminPort)).status === 200 ? true : undefined), 60_000, 200);
   assert.equal(await srv.stop(), 0);
-  const logged = srv.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string });
+  const logged = loggedLines(srv.output());
   assert.equal(logged.filter((l) => l.msg.startsWith('queue storage failing')).length, 1, 'the failure is logged once');
   assert.equal(logged.filter((l) => l.msg === 'queue storage recovered').length, 1, 'the recovery is logged once');
   // Nothing is said once per try: each warning or error, with its cause, at most once per process
   // (this serving process and its consumer), however many times its loop met the database away.
+  assert.deepEqual(saidMoreThan(logged, 2), [], 'lines said more than once per process');
+  await leftovers.pop()!();
+}
+
+/**
+ * A data dir and a database of its own, migrated; both dropped when the scenario ends (by the
+ * after hook, with the server given to `started`, when it failed half-way).
+ */
+async function scenarioDatabase(prefix: string): Promise<{ dataDir: string; url: string; db: string; started: (server: ServerProcess) => ServerProcess }> {
+  const dataDir = tempDataDir(`ecapi-pg-${prefix}-`);
+  // Under ECAPI_TEST_PROFILE=postgres startServer picks the data dir's own database: use that one.
+  const url = (await databaseUrlFor(dataDir)) ?? (await freshDatabase(prefix));
+  const db = new URL(url).pathname.slice(1);
+  let server: ServerProcess | undefined;
+  leftovers.push(async () => {
+    if (server && server.child.exitCode === null && server.child.signalCode === null) killTree(server.child.pid!);
+    await superuser(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  await pgCli(dataDir, url, ['migrate']);
+  return { dataDir, url, db, started: (s) => (server = s) };
+}
+
+interface LogLine {
+  level: number;
+  msg: string;
+  status?: number;
+  err?: { message?: string };
+}
+
+const loggedLines = (output: string): LogLine[] => output.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as LogLine);
+
+/** Warnings and errors other than a request's own line, with their cause, said more than `most` times. */
+function saidMoreThan(logged: readonly LogLine[], most: number): [string, number][] {
   const said = new Map<string, number>();
-  for (const l of logged as { level: number; msg: string; err?: { message?: string } }[]) {
-    if (l.level < 40) continue;
+  for (const l of logged) {
+    if (l.level < 40 || l.status !== undefined) continue;
     const what = `${l.msg} | ${l.err?.message ?? ''}`;
     said.set(what, (said.get(what) ?? 0) + 1);
   }
-  const repeated = [...said].filter(([, n]) => n > 2);
-  assert.deepEqual(repeated, [], 'lines said more than once per process');
-  assert.ok(said.size > 0, 'the outage was said');
-  await leftovers.pop()!();
+  return [...said].filter(([, n]) => n > most);
 }
 
 const ndjson = (text: string) => text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
@@ -133,26 +154,14 @@ after(async () => {
 });
 
 async function scenario(workers: number, diagnostic: (text: string) => void): Promise<void> {
-  const dataDir = tempDataDir('ecapi-pg-outage-');
-  // Under ECAPI_TEST_PROFILE=postgres startServer picks the data dir's own database: use that one.
-  const url = (await databaseUrlFor(dataDir)) ?? (await freshDatabase('outage'));
-  const db = new URL(url).pathname.slice(1);
-  let server: ServerProcess | undefined;
-  leftovers.push(async () => {
-    if (server && server.child.exitCode === null && server.child.signalCode === null) killTree(server.child.pid!);
-    await superuser(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-
-  await pgCli(dataDir, url, ['migrate']);
+  const { dataDir, url, db, started } = await scenarioDatabase('outage');
   await pgCli(dataDir, url, ['data-set', 'create', DS]);
   const key = await pgCli(dataDir, url, ['key', 'create', '--data-set', DS]);
   const creds: Credentials = { keyId: key.key_id, secret: key.secret };
   // A value carried by every event, looked for in the service's output at the end.
   const canary = `canary-${Math.random().toString(36).slice(2)}`;
 
-  server = await startServer({ dataDir, args: ['--workers', String(workers)], extraEnv: { ECAPI_DATABASE_URL: url } });
-  const srv = server;
+  const srv = started(await startServer({ dataDir, args: ['--workers', String(workers)], extraEnv: { ECAPI_DATABASE_URL: url } }));
 
   const send = (body: string): Promise<HttpResult> =>
     Promise.race([
@@ -292,7 +301,7 @@ async function scenario(workers: number, diagnostic: (text: string) => void): Pr
   const output = srv.output();
   assert.ok(!output.includes(creds.secret), 'the key secret is not in the log');
   assert.ok(!output.includes(canary), 'no event content in the log');
-  const logged = output.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string });
+  const logged = loggedLines(output);
   assert.ok(logged.some((l) => l.level >= 50 && l.msg.startsWith('queue storage failing')), 'the failure is logged at error level');
   assert.ok(logged.some((l) => l.msg === 'queue storage recovered'), 'the recovery is logged');
   // Each change of state once per serving process, not a line per request (queue-health-log.ts):
@@ -313,13 +322,7 @@ async function scenario(workers: number, diagnostic: (text: string) => void): Pr
 
   // And nothing else is said once per try: each warning or error other than a request's own line,
   // with its cause, at most once per process (the serving processes, the primary, the consumer).
-  const said = new Map<string, number>();
-  for (const l of logged as { level: number; msg: string; status?: number; err?: { message?: string } }[]) {
-    if (l.level < 40 || l.status !== undefined) continue;
-    const what = `${l.msg} | ${l.err?.message ?? ''}`;
-    said.set(what, (said.get(what) ?? 0) + 1);
-  }
-  assert.deepEqual([...said].filter(([, n]) => n > workers + 2), [], 'lines said more than once per process');
+  assert.deepEqual(saidMoreThan(logged, workers + 2), [], 'lines said more than once per process');
 
   // Cleanup of this scenario (the after hook does it only when it failed).
   await leftovers.pop()!();
