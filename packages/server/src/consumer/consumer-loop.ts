@@ -8,8 +8,10 @@
  * a lane steps until its partition has nothing new, then polls; a failed batch is retried with
  * exponential backoff (250 ms doubling to 30 s) without holding up the other lanes, and said in the
  * log once per error and spell, not once per try (lane-failure-log.ts). When something that failed
- * works again (a lane's batch, the tick, the assignment), the lanes in backoff try at once: after an
- * outage of the database they all resume within a tick, not at the end of their backoff. Beside the
+ * works again (the tick or the assignment: every lane in backoff; a lane: those that failed with
+ * its error), those lanes try at once, each at most once per spell: after an outage of the
+ * database they all resume within a tick, not at the end of their backoff, and a lane stuck on a
+ * cause of its own keeps its backoff. Beside the
  * lanes, the control part re-reads the assignment (lease renewal), runs the tick (heartbeat,
  * merge-window refresh; told how many lanes are failing, so a heartbeat can mean "applying", not
  * merely "alive"), schedules retention, and logs progress every 10 s (counts only, never
@@ -75,26 +77,35 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
     for (const wake of [...wakers]) wake();
   });
   /** Lanes waiting out a failed batch's backoff: woken early once the storage answers again (below). */
-  const backoffWakers = new Set<() => void>();
-  const sleep = (ms: number, backoff = false) =>
+  const backoffWakers = new Map<PartitionStepper, () => void>();
+  const sleep = (ms: number, backoffOf?: PartitionStepper) =>
     new Promise<void>((resolve) => {
       if (stop) return resolve();
       const done = () => {
         clearTimeout(timer);
         wakers.delete(done);
-        backoffWakers.delete(done);
+        if (backoffOf && backoffWakers.get(backoffOf) === done) backoffWakers.delete(backoffOf);
         resolve();
       };
       const timer = setTimeout(done, ms);
       wakers.add(done);
-      if (backoff) backoffWakers.add(done);
+      if (backoffOf) backoffWakers.set(backoffOf, done);
     });
-  // Something that failed with the lanes works again (a lane's batch, the tick, the assignment): a
-  // shared cause (the database back after an outage) has likely gone, so the lanes in backoff try
-  // now instead of at the end of a wait of up to 30 s. A lane failing on a cause of its own tries
-  // once more and backs off again.
-  const wakeBackoffs = () => {
-    for (const wake of [...backoffWakers]) wake();
+  /** Each failing lane's last error message, and the failing lanes already woken in this spell. */
+  const lastErrors = new Map<PartitionStepper, string>();
+  const woken = new Set<PartitionStepper>();
+  // Something that failed with the lanes works again: a shared cause (the database back after an
+  // outage) has likely gone, so the lanes in backoff try now instead of at the end of a wait of up
+  // to 30 s. The tick or the assignment recovering wakes every lane in backoff; a lane recovering
+  // wakes those whose last error was its own (the same cause). Each lane is woken at most once per
+  // failing spell, so a lane stuck on a cause of its own keeps its backoff however often others
+  // recover (a lane woken in vain backs off again, from where it was).
+  const wakeBackoffs = (sameErrorAs?: string) => {
+    for (const [lane, wake] of [...backoffWakers]) {
+      if (woken.has(lane) || (sameErrorAs !== undefined && lastErrors.get(lane) !== sameErrorAs)) continue;
+      woken.add(lane);
+      wake();
+    }
   };
 
   const totals = { records: 0, created: 0, merged: 0, discarded: 0 };
@@ -124,13 +135,19 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
       let result: StepResult;
       try {
         result = await partition.step();
-        if (failures.delete(partition)) wakeBackoffs();
+        if (failures.delete(partition)) {
+          const cause = lastErrors.get(partition);
+          lastErrors.delete(partition);
+          woken.delete(partition);
+          wakeBackoffs(cause);
+        }
       } catch (error) {
         const failed = (failures.get(partition) ?? 0) + 1;
         failures.set(partition, failed);
+        lastErrors.set(partition, (error as Error).message);
         const delay = Math.max(retryBaseMs, Math.min(30_000, retryBaseMs * 2 ** Math.min(failed, 7)));
         failureLog.failed(partition.name, error as Error, delay);
-        await sleep(delay, true);
+        await sleep(delay, partition);
         continue;
       }
       totals.records += result.records;
@@ -151,6 +168,8 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
         lanes.set(partition, lane(partition).finally(() => {
           lanes.delete(partition);
           failures.delete(partition);
+          lastErrors.delete(partition);
+          woken.delete(partition);
         }));
       }
     }

@@ -14,8 +14,9 @@
  * - two connections switching one brand-new file to WAL at the same moment: one fails at once
  *   (SQLite upgrades its read to a write, and an upgrade never waits).
  * The worker used to exit then ("error: database is locked"): `serve` restarted it after a backoff,
- * a standalone worker stayed down. Now its start runs again after a bounded backoff, with one
- * warning, until it succeeds or the worker is stopped. The 5 s busy_timeout is unchanged for normal
+ * a standalone worker stayed down. Now its start runs again after a bounded backoff, with a
+ * warning at the first failure and again every minute while it lasts, until it succeeds or the
+ * worker is stopped. The 5 s busy_timeout is unchanged for normal
  * operation: a batch that meets it fails and its lane retries it (consumer/consumer-loop.ts).
  */
 import type { Logger } from '../observability/logger.js';
@@ -26,6 +27,8 @@ export const BUSY_RETRY_MESSAGE = 'a SQLite file is locked by another connection
 /** First and longest pause between attempts (doubling in between). */
 export const BUSY_RETRY_FIRST_MS = 250;
 export const BUSY_RETRY_MAX_MS = 5000;
+/** While it keeps failing, the warning is said again this often (with the tries so far). */
+export const STILL_RETRYING_EVERY_MS = 60_000;
 
 /** SQLITE_BUSY and its extended codes (SQLITE_BUSY_RECOVERY, _SNAPSHOT, _TIMEOUT), as better-sqlite3 reports them. */
 export function isSqliteBusy(error: unknown): boolean {
@@ -47,12 +50,17 @@ export async function retryWhileBusy<T>(
     readonly stopped: Promise<void>;
     readonly step: string;
     readonly alsoWaitOut?: { readonly matches: (error: unknown) => boolean; readonly message: string };
+    /** How often the warning is said again while it keeps failing (default STILL_RETRYING_EVERY_MS). */
+    readonly remindMs?: number;
   },
 ): Promise<T | undefined> {
   let stopped = false;
   void options.stopped.then(() => (stopped = true));
   let delay = BUSY_RETRY_FIRST_MS;
-  let warned = false;
+  const remindMs = options.remindMs ?? STILL_RETRYING_EVERY_MS;
+  /** When the warning was last said (none yet: -Infinity), and the failed tries so far. */
+  let warnedAt = Number.NEGATIVE_INFINITY;
+  let tries = 0;
   for (;;) {
     if (stopped) return undefined;
     try {
@@ -60,11 +68,15 @@ export async function retryWhileBusy<T>(
     } catch (error) {
       const busy = isSqliteBusy(error);
       if (!busy && !options.alsoWaitOut?.matches(error)) throw error;
-      if (!warned) {
-        warned = true;
+      tries++;
+      // Once, then again every remindMs while it lasts: a start that never succeeds (a port that
+      // is not PostgreSQL's answers like an outage) is never silent for long.
+      const now = Date.now();
+      if (tries === 1 || now - warnedAt >= remindMs) {
+        warnedAt = now;
         const code = (error as { code?: unknown }).code;
         options.logger.warn(
-          { step: options.step, err: { code: typeof code === 'string' ? code : undefined, message: (error as Error).message }, retry_in_ms: delay },
+          { step: options.step, err: { code: typeof code === 'string' ? code : undefined, message: (error as Error).message }, retry_in_ms: delay, tries },
           busy ? BUSY_RETRY_MESSAGE : options.alsoWaitOut!.message,
         );
       }

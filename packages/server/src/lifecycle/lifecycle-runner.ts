@@ -128,6 +128,8 @@ export class LifecycleRunner {
    * clear (ViewEraser.oldCopiesScope): scrubbed when the schedule says so, not at every round.
    */
   readonly #scrubOwed = new Map<string | ViewEraser, ViewEraser>();
+  /** Stores met since this process started (each owed one whole clearing at its first meeting). */
+  readonly #scopesSeen = new Set<string | ViewEraser>();
   readonly #scrubs: OldCopiesSchedule;
 
   constructor(options: LifecycleRunnerOptions) {
@@ -406,6 +408,13 @@ export class LifecycleRunner {
     for (const dataSet of await this.#o.controlPlane.listDataSets()) {
       const eraser = await this.#b.viewEraser(dataSet.id);
       if (!eraser) return;
+      // Once per process, every view store: a debt of a previous process (a deferred scrub, a worker
+      // stopped within the interval) is not forgotten (fs/old-copies-schedule.ts starts owed).
+      const scope = eraser.oldCopiesScope ?? eraser;
+      if (!this.#scopesSeen.has(scope)) {
+        this.#scopesSeen.add(scope);
+        this.#scrubOwed.set(scope, eraser);
+      }
       // Counted in the consumer's time (appliedThrough), with a margin for requests being committed.
       const cutoff = (await this.#b.appliedThrough(dataSet.id, nowMs)) - dataSet.policy.viewRetentionMs - RETENTION_COMMIT_MARGIN_MS;
       // The sharded layout holds its parts while it deletes, and only when there is something to delete.

@@ -19,7 +19,7 @@ import { QueueUnavailableError } from '../errors.js';
 import type { AppendReceipt, EventQueue, QueueAppend, QueueCommitObserver, QueueHealth, QueueRecord, ReadOptions } from './event-queue.js';
 import { appendSegmentRecords, segmentEventsOfText, type SegmentHeader } from './segment-records.js';
 import { queuePartitionOf } from '../postgres/partitions.js';
-import type { Pool } from '../postgres/database.js';
+import type { Pool, PoolClient } from '../postgres/database.js';
 
 interface PendingAppend {
   readonly params: unknown[];
@@ -33,6 +33,8 @@ const MAX_EVENTS_PER_COMMIT = 20_000;
 const MAX_ROWS_PER_COMMIT = 4_000;
 const COLUMNS = 12;
 const HOUR_MS = 3_600_000;
+/** A probe that gets no answer within this is a failure (connect included). */
+export const PROBE_TIMEOUT_MS = 5_000;
 
 /** The statement of a flush of `rows` requests, by size (the text is reused, the plan is cheap). */
 const statements = new Map<number, string>();
@@ -73,6 +75,8 @@ export class PostgresEventQueue implements EventQueue {
   readonly #health: QueueHealthState;
   #closed = false;
   #drained: (() => void) | null = null;
+  /** A probe under way (it never holds up an append): what ends it at close(). */
+  #probing: (() => void) | null = null;
 
   constructor(pool: Pool, observer?: QueueCommitObserver, options: { readonly idleProbeMs?: number } = {}) {
     this.#pool = pool;
@@ -82,22 +86,42 @@ export class PostgresEventQueue implements EventQueue {
   }
 
   /**
-   * The probe, while not writable and while idle: a locking read of the queue head (the row every
-   * commit locks), only when no commit is in flight or waiting (a real commit is as good a probe).
+   * The probe, while not writable and while idle: the queue head's row lock taken and let go (the
+   * row every commit locks; a tiny write: it fails where a commit would, on a read-only server too),
+   * only when no commit is in flight or waiting (a real commit is as good a probe). It never holds
+   * up an append, and it gives up after PROBE_TIMEOUT_MS: a connection gone silent (a frozen host,
+   * a partition without a reset) would otherwise leave it pending for good and readiness at 200;
+   * its connection is then destroyed, not given back.
    */
   #probe(): void {
-    if (this.#inFlight || this.#pending.length > 0 || this.#closed) return;
-    this.#inFlight = true;
-    this.#pool
-      .query('SELECT next_seq FROM queue_head WHERE id = 1 FOR UPDATE')
-      .then(
-        () => this.#health.set({ writable: true, lastError: null }),
-        (error: Error) => this.#health.set({ writable: false, lastError: error.message }),
-      )
-      .finally(() => {
-        this.#inFlight = false;
-        this.#flush();
-      });
+    if (this.#probing !== null || this.#inFlight || this.#pending.length > 0 || this.#closed) return;
+    let client: PoolClient | null = null;
+    let over = false;
+    // Runs once per probe: the answer, the failure, the time-out or close(), whichever comes first.
+    const finish = (health: QueueHealth) => {
+      if (over) return;
+      over = true;
+      clearTimeout(timer);
+      // A failed probe's connection is destroyed, not given back: it may be the silent one.
+      client?.release(!health.writable);
+      client = null;
+      this.#probing = null;
+      if (!this.#closed) this.#health.set(health);
+    };
+    const timer = setTimeout(() => finish({ writable: false, lastError: `queue probe got no answer within ${PROBE_TIMEOUT_MS} ms` }), PROBE_TIMEOUT_MS);
+    this.#probing = () => finish({ writable: false, lastError: 'queue closed' });
+    this.#pool.connect().then(
+      (connected) => {
+        // A connection that arrives after the time-out (or close) is destroyed, never left checked out.
+        if (over) return void connected.release(true);
+        client = connected;
+        connected.query('SELECT next_seq FROM queue_head WHERE id = 1 FOR UPDATE').then(
+          () => finish({ writable: true, lastError: null }),
+          (error: Error) => finish({ writable: false, lastError: error.message }),
+        );
+      },
+      (error: Error) => finish({ writable: false, lastError: error.message }),
+    );
   }
 
   #flush(): void {
@@ -192,6 +216,9 @@ export class PostgresEventQueue implements EventQueue {
     }
     this.#closed = true;
     this.#health.stop();
+    // A probe waiting on a silent connection: ended and its connection destroyed, so that ending
+    // the pool does not wait for it.
+    this.#probing?.();
   }
 }
 

@@ -117,6 +117,53 @@ test('a lane in backoff tries again as soon as the tick, failing with it, works 
   }
 });
 
+test('a lane stuck on a cause of its own is woken once per spell, however often others and the tick recover', async () => {
+  let tickCalls = 0;
+  const tries = { poison: 0, flaky: 0 };
+  let applied = 0;
+  const poison: PartitionStepper = {
+    name: 'p00',
+    step: async () => {
+      tries.poison++;
+      throw new Error('invalid input syntax for type json');
+    },
+  };
+  // Fails every other try with the shared cause; it comes back only when the tick's recovery wakes it.
+  const flaky: PartitionStepper = {
+    name: 'p01',
+    step: async () => {
+      tries.flaky++;
+      if (tries.flaky % 2 === 1) throw new Error('connection terminated');
+      applied++;
+      return idle;
+    },
+  };
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const loop = runConsumerLoop(
+    { refresh: async () => [poison, flaky] },
+    {
+      logger: createLogger({ level: 'silent' }),
+      stopped,
+      pollMs: 5,
+      tickMs: 10,
+      // A failed batch waits 10 min: only a wake-up brings a lane back within the test.
+      retryBaseMs: 600_000,
+      // Fails and recovers in turn: a recovery at every other tick.
+      onTick: () => {
+        if (++tickCalls % 2 === 1) throw new Error('connection terminated');
+      },
+    },
+  );
+  try {
+    await waitFor('the flaky lane to come back ten times', () => applied >= 10, 30_000);
+    assert.equal(tries.poison, 2, 'the poison lane: its first try, and one wake-up in its spell');
+  } finally {
+    stop();
+    await loop;
+  }
+});
+
 test('every lane applying or idle: the tick sees no failing lane', async () => {
   const ticks: LaneHealth[] = [];
   let stop!: () => void;

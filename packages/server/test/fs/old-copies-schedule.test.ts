@@ -1,26 +1,25 @@
 /**
  * fs/old-copies-schedule.ts: after retention's deletions, the whole clearing (scrub, VACUUM) at most
- * once per interval, a failed try waiting the interval again, nothing when nothing was deleted.
+ * once per interval; owed at start (a debt from before a restart is not forgotten); a try that did
+ * not complete retried a minute later.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { OldCopiesSchedule } from '../../src/fs/old-copies-schedule.js';
+import { OldCopiesSchedule, RETRY_MS } from '../../src/fs/old-copies-schedule.js';
 
 const MIN = 60_000;
 
-test('nothing deleted: never due', () => {
+test('a new schedule is owed: the first round after a start clears once, then nothing until rows are deleted', () => {
   const s = new OldCopiesSchedule(15 * MIN);
-  assert.equal(s.due(0), false);
-  assert.equal(s.due(100 * MIN), false);
-});
-
-test('the first deletion is cleared at once, later ones at most once per interval', () => {
-  const s = new OldCopiesSchedule(15 * MIN);
-  s.deleted();
   assert.equal(s.due(0), true);
   s.tried(0, true);
   assert.equal(s.owed, false);
-  // Retention deletes at every round (each minute): the WAL only, until the interval has passed.
+  assert.equal(s.due(100 * MIN), false);
+});
+
+test('deletions at every round: cleared at most once per interval', () => {
+  const s = new OldCopiesSchedule(15 * MIN);
+  s.tried(0, true);
   const due: number[] = [];
   for (let minute = 1; minute <= 45; minute++) {
     s.deleted();
@@ -32,21 +31,32 @@ test('the first deletion is cleared at once, later ones at most once per interva
   assert.deepEqual(due, [15, 30, 45]);
 });
 
-test('a try that did not complete waits the interval again, and stays owed', () => {
+test('a try that did not complete stays owed: tried again a minute later, doubling while it keeps failing, up to the interval', () => {
   const s = new OldCopiesSchedule(15 * MIN);
   s.deleted();
-  s.tried(0, false);
-  assert.equal(s.owed, true);
-  assert.equal(s.due(MIN), false);
-  assert.equal(s.due(15 * MIN), true);
+  let now = 0;
+  const waits: number[] = [];
+  for (let i = 0; i < 6; i++) {
+    s.tried(now, false);
+    assert.equal(s.owed, true);
+    let next = now + 1;
+    while (!s.due(next)) next += 1000;
+    waits.push((next - now) / MIN);
+    now = next;
+  }
+  assert.deepEqual(waits.map((w) => Math.round(w)), [1, 2, 4, 8, 15, 15]);
+  assert.equal(RETRY_MS, MIN);
+  s.tried(now, true);
+  assert.equal(s.owed, false);
+  assert.equal(s.due(now + 15 * MIN), false, 'nothing deleted since');
 });
 
 test('interval 0: due at every round that deleted, and only then', () => {
   const s = new OldCopiesSchedule(0);
-  s.deleted();
-  assert.equal(s.due(5), true);
   s.tried(5, true);
   assert.equal(s.due(5), false);
   s.deleted();
   assert.equal(s.due(5), true);
+  s.tried(5, false);
+  assert.equal(s.due(5), true, 'an interval shorter than the retry: the interval');
 });
