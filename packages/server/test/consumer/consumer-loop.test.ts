@@ -10,6 +10,22 @@ import type { StepResult } from '../../src/consumer/view-consumer.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { waitFor } from '../helpers/fault-tools.js';
 
+/**
+ * The loop over `lanes`, a tick every 10 ms, and a failed batch's backoff of 10 min: within a test
+ * only a wake-up can bring a failed lane back.
+ */
+function loopWithLongBackoff(lanes: PartitionStepper[], onTick: () => void): { stop: () => Promise<void> } {
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const loop = runConsumerLoop({ refresh: async () => lanes }, { logger: createLogger({ level: 'silent' }), stopped, pollMs: 5, tickMs: 10, retryBaseMs: 600_000, onTick });
+  return {
+    stop: async () => {
+      stop();
+      await loop;
+    },
+  };
+}
+
 const idle: StepResult = { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: 1, moved: false };
 
 test('the tick is told of a lane whose batches fail, and no longer once it applies again', async () => {
@@ -90,30 +106,16 @@ test('a lane in backoff tries again as soon as the tick, failing with it, works 
       return idle;
     },
   };
-  let stop!: () => void;
-  const stopped = new Promise<void>((resolve) => (stop = resolve));
-  const loop = runConsumerLoop(
-    { refresh: async () => [lane] },
-    {
-      logger: createLogger({ level: 'silent' }),
-      stopped,
-      pollMs: 5,
-      tickMs: 10,
-      // A failed batch waits 10 min: only the wake-up can bring the lane back within the test.
-      retryBaseMs: 600_000,
-      onTick: () => {
-        if (down) throw new Error('connection terminated');
-      },
-    },
-  );
+  const loop = loopWithLongBackoff([lane], () => {
+    if (down) throw new Error('connection terminated');
+  });
   try {
     await waitFor('the lane to fail once', () => failedSteps === 1);
     down = false;
     await waitFor('the lane to apply again, long before its backoff ends', () => applied > 0, 30_000);
     assert.equal(failedSteps, 1);
   } finally {
-    stop();
-    await loop;
+    await loop.stop();
   }
 });
 
@@ -138,29 +140,15 @@ test('a lane stuck on a cause of its own is woken once per spell, however often 
       return idle;
     },
   };
-  let stop!: () => void;
-  const stopped = new Promise<void>((resolve) => (stop = resolve));
-  const loop = runConsumerLoop(
-    { refresh: async () => [poison, flaky] },
-    {
-      logger: createLogger({ level: 'silent' }),
-      stopped,
-      pollMs: 5,
-      tickMs: 10,
-      // A failed batch waits 10 min: only a wake-up brings a lane back within the test.
-      retryBaseMs: 600_000,
-      // Fails and recovers in turn: a recovery at every other tick.
-      onTick: () => {
-        if (++tickCalls % 2 === 1) throw new Error('connection terminated');
-      },
-    },
-  );
+  // The tick fails and recovers in turn: a recovery at every other tick.
+  const loop = loopWithLongBackoff([poison, flaky], () => {
+    if (++tickCalls % 2 === 1) throw new Error('connection terminated');
+  });
   try {
     await waitFor('the flaky lane to come back ten times', () => applied >= 10, 30_000);
     assert.equal(tries.poison, 2, 'the poison lane: its first try, and one wake-up in its spell');
   } finally {
-    stop();
-    await loop;
+    await loop.stop();
   }
 });
 
