@@ -77,6 +77,8 @@ export class PostgresEventQueue implements EventQueue {
   #drained: (() => void) | null = null;
   /** A probe under way (it never holds up an append): what ends it at close(). */
   #probing: (() => void) | null = null;
+  /** Commits settled (stored or failed) so far: a probe that saw one settle while it ran says nothing. */
+  #commitsSettled = 0;
 
   constructor(pool: Pool, observer?: QueueCommitObserver, options: { readonly idleProbeMs?: number } = {}) {
     this.#pool = pool;
@@ -97,6 +99,7 @@ export class PostgresEventQueue implements EventQueue {
     if (this.#probing !== null || this.#inFlight || this.#pending.length > 0 || this.#closed) return;
     let client: PoolClient | null = null;
     let over = false;
+    const commitsBefore = this.#commitsSettled;
     // Runs once per probe: the answer, the failure, the time-out or close(), whichever comes first.
     const finish = (health: QueueHealth) => {
       if (over) return;
@@ -106,7 +109,8 @@ export class PostgresEventQueue implements EventQueue {
       client?.release(!health.writable);
       client = null;
       this.#probing = null;
-      if (!this.#closed) this.#health.set(health);
+      // A commit that settled meanwhile (appends do not wait for a probe) is newer news than it.
+      if (!this.#closed && this.#commitsSettled === commitsBefore) this.#health.set(health);
     };
     const timer = setTimeout(() => finish({ writable: false, lastError: `queue probe got no answer within ${PROBE_TIMEOUT_MS} ms` }), PROBE_TIMEOUT_MS);
     this.#probing = () => finish({ writable: false, lastError: 'queue closed' });
@@ -162,11 +166,13 @@ export class PostgresEventQueue implements EventQueue {
     try {
       const result = await this.#pool.query<{ base: number }>(insertStatement(group.length), params);
       const base = result.rows[0]!.base;
+      this.#commitsSettled++;
       this.#health.set({ writable: true, lastError: null });
       group.forEach((pending, i) => pending.resolve({ firstSeq: base + offsets[i]!, count: pending.count }));
       this.#observer?.onCommit({ requests: group.length, events, durationMs: performance.now() - started });
     } catch (cause) {
       const message = cause instanceof Error ? cause.message : String(cause);
+      this.#commitsSettled++;
       this.#health.set({ writable: false, lastError: message });
       this.#observer?.onFailure({ requests: group.length, events });
       // The outcome of a commit whose connection broke is unknown: the events may be stored. The
