@@ -91,9 +91,11 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
       wakers.add(done);
       if (backoffOf) backoffWakers.set(backoffOf, done);
     });
-  /** Each failing lane's last error message, and the failing lanes already woken in this spell. */
-  const lastErrors = new Map<PartitionStepper, string>();
-  const woken = new Set<PartitionStepper>();
+  /**
+   * Each lane whose last batch failed (its failing spell): the consecutive failed batches (the
+   * backoff; the map's size is what the tick is told), the last error, and whether it was woken.
+   */
+  const failures = new Map<PartitionStepper, { count: number; lastError: string; woken: boolean }>();
   // Something that failed with the lanes works again: a shared cause (the database back after an
   // outage) has likely gone, so the lanes in backoff try now instead of at the end of a wait of up
   // to 30 s. The tick or the assignment recovering wakes every lane in backoff; a lane recovering
@@ -102,16 +104,15 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
   // recover (a lane woken in vain backs off again, from where it was).
   const wakeBackoffs = (sameErrorAs?: string) => {
     for (const [lane, wake] of [...backoffWakers]) {
-      if (woken.has(lane) || (sameErrorAs !== undefined && lastErrors.get(lane) !== sameErrorAs)) continue;
-      woken.add(lane);
+      const failure = failures.get(lane);
+      if (!failure || failure.woken || (sameErrorAs !== undefined && failure.lastError !== sameErrorAs)) continue;
+      failure.woken = true;
       wake();
     }
   };
 
   const totals = { records: 0, created: 0, merged: 0, discarded: 0 };
   const lanes = new Map<PartitionStepper, Promise<void>>();
-  /** Consecutive failed batches of each lane whose last batch failed: the backoff, and what the tick is told. */
-  const failures = new Map<PartitionStepper, number>();
   let assigned = new Set<PartitionStepper>();
   // Said once per spell, not once per try (lane-failure-log.ts, model/failure-latch.ts).
   const failureLog = new LaneFailureLog(logger);
@@ -135,17 +136,17 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
       let result: StepResult;
       try {
         result = await partition.step();
-        if (failures.delete(partition)) {
-          const cause = lastErrors.get(partition);
-          lastErrors.delete(partition);
-          woken.delete(partition);
-          wakeBackoffs(cause);
+        const ended = failures.get(partition);
+        if (ended) {
+          failures.delete(partition);
+          wakeBackoffs(ended.lastError);
         }
       } catch (error) {
-        const failed = (failures.get(partition) ?? 0) + 1;
-        failures.set(partition, failed);
-        lastErrors.set(partition, (error as Error).message);
-        const delay = Math.max(retryBaseMs, Math.min(30_000, retryBaseMs * 2 ** Math.min(failed, 7)));
+        const failure = failures.get(partition) ?? { count: 0, lastError: '', woken: false };
+        failure.count++;
+        failure.lastError = (error as Error).message;
+        failures.set(partition, failure);
+        const delay = Math.max(retryBaseMs, Math.min(30_000, retryBaseMs * 2 ** Math.min(failure.count, 7)));
         failureLog.failed(partition.name, error as Error, delay);
         await sleep(delay, partition);
         continue;
@@ -168,8 +169,6 @@ export async function runConsumerLoop(assignment: PartitionAssignment, options: 
         lanes.set(partition, lane(partition).finally(() => {
           lanes.delete(partition);
           failures.delete(partition);
-          lastErrors.delete(partition);
-          woken.delete(partition);
         }));
       }
     }

@@ -72,7 +72,7 @@ export async function retryWhileBusy<T>(
       // Once, then again every remindMs while it lasts: a start that never succeeds (a port that
       // is not PostgreSQL's answers like an outage) is never silent for long.
       const now = Date.now();
-      if (tries === 1 || now - warnedAt >= remindMs) {
+      if (now - warnedAt >= remindMs) {
         warnedAt = now;
         const code = (error as { code?: unknown }).code;
         options.logger.warn(

@@ -446,7 +446,7 @@ export class LifecycleRunner {
           addCounts(total, counts);
           if (counts.records > 0) {
             this.#walDirty.add(eraser);
-            this.#scrubOwed.set(eraser.oldCopiesScope ?? eraser, eraser);
+            this.#scrubOwed.set(scope, eraser);
             this.#scrubs.deleted();
           }
           await yieldLoop();

@@ -23,7 +23,6 @@ export const IDLE_PROBE_MS = 5_000;
 export class QueueHealthState {
   readonly #observer: QueueCommitObserver | undefined;
   readonly #probe: () => void;
-  readonly #idleProbeMs: number | null;
   #health: QueueHealth = { writable: true, lastError: null };
   #probeTimer: NodeJS.Timeout | null = null;
   #idleTimer: NodeJS.Timeout | null = null;
@@ -37,9 +36,8 @@ export class QueueHealthState {
   constructor(observer: QueueCommitObserver | undefined, probe: () => void, options: { readonly idleProbeMs?: number } = {}) {
     this.#observer = observer;
     this.#probe = probe;
-    this.#idleProbeMs = options.idleProbeMs ?? null;
-    if (this.#idleProbeMs !== null) {
-      const every = this.#idleProbeMs;
+    if (options.idleProbeMs !== undefined) {
+      const every = options.idleProbeMs;
       // Checked at half the interval, so a probe is at most 1.5 intervals after the last sign of life.
       this.#idleTimer = setInterval(() => {
         if (this.#health.writable && performance.now() - this.#lastWritableAt >= every) this.#probe();
