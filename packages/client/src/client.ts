@@ -12,9 +12,10 @@
  *    credentials current when it starts (setCredentials() rotates them on a live client), the
  *    bytes themselves never change;
  * 4. follows the spec's retry guidance (see retry.ts) and returns one result per input event
- *    (send-result.ts); a 207 (or multi-status 400) is believed only when its body adds up against
- *    the request sent (multi-status.ts): otherwise no event of that request is reported accepted,
- *    and those the body does not clearly reject are undeliverable with INCONSISTENT_RESPONSE.
+ *    (send-result.ts); a 200, a 207 (or multi-status 400) is believed only when its body adds up
+ *    against the request sent (multi-status.ts: a 200's `accepted` is the number of events sent):
+ *    otherwise no event of that request is reported accepted, and those the body does not clearly
+ *    reject are undeliverable with INCONSISTENT_RESPONSE.
  *
  * Credentials: the key id and secret live in one private field, replaced whole by setCredentials()
  * (validated like the constructor's); the options kept are a copy without them, so the old secret
@@ -53,7 +54,7 @@ import { parseBaseUrl } from './base-url.js';
 import { isConnectionRefused, withAdvice } from './failure-advice.js';
 import { isPlainHeaderValue } from './header-value.js';
 import { Batcher, notify, type BatchingOptions, type TrackResult, type TrackStats } from './batcher.js';
-import { readMultiStatus } from './multi-status.js';
+import { readMultiStatus, readSuccess } from './multi-status.js';
 import { isPlainObject, prepareEvents, type EventInput, type PlaintextEventInput, type PrepareOptions, type PreparedEvents } from './prepare-events.js';
 import type { EventResult, RetryInfo, SendProgress, SendResult } from './send-result.js';
 
@@ -170,6 +171,19 @@ function abortedFailure(state: 'in-flight' | 'waiting' | 'unsent'): DeliveryFail
     unsent: 'before this request was sent: resend its events (ids kept)',
   }[state];
   return { code: 'ABORTED', message: `send aborted ${what}`, httpStatus: null };
+}
+
+/**
+ * What the events of a request get when its 200 or 207 (or multi-status 400) body does not add up
+ * (multi-status.ts): whether they were stored is unknown. Reported at once, not retried.
+ */
+function inconsistentFailure(status: number, problem: string, requestId: string | undefined): DeliveryFailure {
+  return {
+    code: 'INCONSISTENT_RESPONSE',
+    message: `inconsistent ${status} response: ${problem}; whether this event was stored is unknown: resend it (its id is kept; resending is safe, events merge by id)`,
+    httpStatus: status,
+    requestId,
+  };
 }
 
 export class Client {
@@ -527,9 +541,12 @@ export class Client {
       }
 
       // 200, 207, or a 3xx/4xx that no retry can fix. Only a 207 or a 400 carries per-event errors
-      // (the spec's multi-status body); any other status is about the request as a whole. A 200 is
-      // the spec's "every event accepted" by its status alone (its body's count is not read).
+      // (the spec's multi-status body); any other status is about the request as a whole.
       if (status === 200) {
+        // The spec's "every event accepted" only when its body says `accepted` is the count sent
+        // (multi-status.ts, readSuccess): a 200 from a proxy or a captive portal stores nothing.
+        const problem = readSuccess(text, parsed, request.items.length);
+        if (problem !== undefined) return undeliverable(inconsistentFailure(status, problem, requestId));
         for (const index of request.items) record({ status: 'accepted', index, id: ids(index), requestId });
         return;
       }
@@ -539,15 +556,7 @@ export class Client {
         // 207, or 400 with the multi-status shape: only the listed events failed, if the body adds
         // up against what was sent; if not, none is accepted on its word (multi-status.ts).
         const reading = readMultiStatus(status, parsed ?? {}, request.items.map(ids));
-        const inconsistent: DeliveryFailure | undefined =
-          reading.problem === undefined
-            ? undefined
-            : {
-                code: 'INCONSISTENT_RESPONSE',
-                message: `inconsistent ${status} response: ${reading.problem}; whether this event was stored is unknown: resend it (its id is kept; resending is safe, events merge by id)`,
-                httpStatus: status,
-                requestId,
-              };
+        const inconsistent = reading.problem === undefined ? undefined : inconsistentFailure(status, reading.problem, requestId);
         request.items.forEach((index, position) => {
           const error = reading.rejected.get(position);
           if (error !== undefined) rejected(index, eventErrorOf(error));

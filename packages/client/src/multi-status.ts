@@ -21,6 +21,12 @@
  * automatically: a service that answers this way would likely answer the same again; the caller
  * resends them (ids kept) when it chooses.
  *
+ * A 200 is held to the same rule (readSuccess): the spec's success body is `{accepted}` with
+ * `accepted` the number of events sent. A 200 that does not say so (a wrong count, no body, a proxy's
+ * or captive portal's HTML page answered 200) is no proof the service stored the events; believing
+ * its status alone would report them accepted and lose them silently. Its events are undeliverable
+ * with INCONSISTENT_RESPONSE, not resent automatically, as for a 207.
+ *
  * Messages name counts, positions and field names, never an id or anything else the body carried.
  */
 import { isPlainObject } from './prepare-events.js';
@@ -98,4 +104,18 @@ export function readMultiStatus(status: number, body: Record<string, unknown>, s
   const named = problems.slice(0, MAX_PROBLEMS_NAMED).join('; ');
   const more = problems.length - MAX_PROBLEMS_NAMED;
   return { rejected, problem: more > 0 ? `${named}; and ${more} more` : named };
+}
+
+/**
+ * Reads a 200's body against the number of events sent: undefined when it says every one of them
+ * was accepted (`accepted` is that number), otherwise what did not add up. `body` is the response
+ * text parsed as a JSON object (undefined when it is not one), `text` the raw text, only looked at
+ * to tell an empty body apart; neither is ever quoted. A few comparisons: cheap on the hot path.
+ */
+export function readSuccess(text: string, body: Record<string, unknown> | undefined, sent: number): string | undefined {
+  if (body === undefined) return text === '' ? 'the body is empty' : 'the body is not a JSON object';
+  const { accepted } = body;
+  if (!isCount(accepted)) return 'accepted is missing or not a whole number';
+  if (accepted !== sent) return `accepted ${accepted} is not the ${sent} event${sent === 1 ? '' : 's'} sent`;
+  return undefined;
 }

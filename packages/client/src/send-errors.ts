@@ -9,8 +9,8 @@
  * one, reports it once as SendResult.failure, and leaves the events undeliverable (resend them
  * after the fix; their ids are kept). It is never counted as N per-event rejections.
  *
- * A multi-status body that does not add up against the request (multi-status.ts) is per-request:
- * its unclear events are undeliverable with INCONSISTENT_RESPONSE, and the send goes on.
+ * A 200 or multi-status body that does not add up against the request (multi-status.ts) is
+ * per-request: its unclear events are undeliverable with INCONSISTENT_RESPONSE, and the send goes on.
  */
 import type { EventErrorCode } from './protocol.js';
 
@@ -61,10 +61,12 @@ export type FailureCode =
   | 'ABORTED'
   /**
    * A 207 (or a 400 in the multi-status shape) whose body does not add up against the request sent
-   * (counts, an index out of range or listed twice, an event_id not the one sent at that index):
-   * which of the request's events were stored is unknown, so none is reported accepted on its word.
-   * The events the body does not clearly reject get this failure; resending them is safe (events
-   * merge by id). Not request-level: the send goes on. `requestId` names the response.
+   * (counts, an index out of range or listed twice, an event_id not the one sent at that index), or
+   * a 200 whose body is not `{accepted}` with `accepted` the number of events sent (a wrong count,
+   * no body, not JSON: a proxy's or captive portal's page): which of the request's events were
+   * stored is unknown, so none is reported accepted on its word. The events the body does not
+   * clearly reject (of a 200: all of them) get this failure, at once, not retried; resending them
+   * is safe (events merge by id). Not request-level: the send goes on. `requestId` names the response.
    */
   | 'INCONSISTENT_RESPONSE';
 

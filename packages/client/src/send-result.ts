@@ -7,10 +7,11 @@
  * event that is not accepted carries the event as sent (hashed, with its id), so resending it can
  * never create a duplicate.
  *
- * `accepted` is reported only on the service's clear word: a 200, or a 207 whose multi-status body
- * adds up against the request sent (multi-status.ts). Of a body that does not, no event is
- * accepted: the events it still clearly rejects are `rejected`, every other one `undeliverable`
- * with INCONSISTENT_RESPONSE; still exactly one result per event, and the totals count them.
+ * `accepted` is reported only on the service's clear word: a 200 whose body's `accepted` is the
+ * number of events sent, or a 207 whose multi-status body adds up against the request sent
+ * (multi-status.ts). Of a body that does not, no event is accepted: the events it still clearly
+ * rejects are `rejected`, every other one `undeliverable` with INCONSISTENT_RESPONSE; still exactly
+ * one result per event, and the totals count them.
  */
 import type { EcapiEvent } from './event-types.generated.js';
 import type { DeliveryFailure, Rejection } from './send-errors.js';
@@ -43,7 +44,7 @@ export interface UndeliverableEvent {
   readonly id: string | null;
   /**
    * The last failure (`SERVER_ERROR` `500 ingest backend unavailable`, `NETWORK`, `TIMEOUT`), a
-   * multi-status body that did not add up (`INCONSISTENT_RESPONSE`), or the send's request-level failure.
+   * 200 or multi-status body that did not add up (`INCONSISTENT_RESPONSE`), or the send's request-level failure.
    */
   readonly error: DeliveryFailure;
   /** Attempts made for this event's request (0: not sent, because the send had stopped). */

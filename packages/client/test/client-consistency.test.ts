@@ -1,23 +1,28 @@
 /**
- * A 207 (or multi-status 400) body is checked against the request it answers before any event is
- * reported accepted on its word (src/multi-status.ts), against a scripted loopback HTTPS server
- * answering crafted bodies: one that adds up (an event_id of null included) is believed; one that
- * does not (a wrong count, an index out of range or listed twice, an event_id not the one sent, no
- * errors list) accepts nothing: the events it still clearly rejects stay rejected, every other one
- * is undeliverable with INCONSISTENT_RESPONSE, and the send goes on.
+ * A 200, 207 (or multi-status 400) body is checked against the request it answers before any event
+ * is reported accepted on its word (src/multi-status.ts), against a scripted loopback HTTPS server
+ * that answers crafted bodies to requests whose HMAC verifies: one that adds up (an event_id of null
+ * included) is believed; one that does not (a wrong count, an index out of range or listed twice,
+ * an event_id not the one sent, no errors list; a 200 without `accepted` equal to the events sent,
+ * an empty or HTML body) accepts nothing: the events it still clearly rejects stay rejected, every
+ * other one is undeliverable with INCONSISTENT_RESPONSE, not retried, and the send goes on.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { EventResult, SendResult, UndeliverableEvent } from '../src/index.js';
-import { scripted, type Reply } from './helpers/https-test-server.js';
+import { sign, type EventResult, type SendResult, type TrackStats, type UndeliverableEvent } from '../src/index.js';
+import { scripted, type Reply, type Seen } from './helpers/https-test-server.js';
 
 const ev = (id: string) => ({ id, timestamp: 1746558464, event_type: 'page_view' as const });
 const MISSING = 'missing required field: currency_code';
 const SAFE = 'whether this event was stored is unknown: resend it (its id is kept; resending is safe, events merge by id)';
 
+/** `reply` to a request signed with the scripted client's secret (sk_1); a 401 to any other. */
+const signed = (reply: Reply) => (seen: Seen): Reply =>
+  seen.headers['x-service-signature'] === sign(seen.body, 'sk_1') ? reply : { status: 401, body: { error: 'signature does not match' } };
+
 /** Sends events a, b, c in one request answered with `reply`; returns the result and what was seen. */
 async function sendAbc(reply: Reply, ids: string[] = ['a', 'b', 'c']): Promise<SendResult> {
-  const s = await scripted([{ ...reply, headers: { 'x-request-id': 'req_1', ...reply.headers } }]);
+  const s = await scripted(signed({ ...reply, headers: { 'x-request-id': 'req_1', ...reply.headers } }));
   const c = s.client();
   try {
     const r = await c.send(ids.map(ev));
@@ -161,6 +166,81 @@ test('an inconsistent body is per request: the send goes on, and the next reques
     assert.deepEqual(statuses(r), ['undeliverable', 'undeliverable', 'rejected', 'accepted'], JSON.stringify(r.results));
     assert.deepEqual([...counts(r), r.requests, r.failure], [1, 1, 2, 4, 2, undefined]);
     assert.equal((r.results[0] as UndeliverableEvent).error.code, 'INCONSISTENT_RESPONSE');
+  } finally {
+    await c.close();
+    await s.close();
+  }
+});
+
+test('a 200 whose accepted is one less than the events sent accepts nothing: every event is INCONSISTENT_RESPONSE, not retried', async () => {
+  const r = await sendAbc({ status: 200, body: { accepted: 2 } });
+  assert.deepEqual(statuses(r), ['undeliverable', 'undeliverable', 'undeliverable'], JSON.stringify(r.results));
+  assert.deepEqual([...counts(r), r.requests, r.retries, r.ok], [0, 0, 3, 3, 1, 0, false]);
+  assertInconsistent(r, 200, 'accepted 2 is not the 3 events sent');
+  const one = await sendAbc({ status: 200, body: { accepted: 0 } }, ['a']);
+  assertInconsistent(one, 200, 'accepted 0 is not the 1 event sent');
+});
+
+test('a 200 with an HTML page (a proxy or captive portal) accepts nothing; the message quotes none of the page', async () => {
+  const page = '<!DOCTYPE html><html><head><title>Sign in to Hotel Wi-Fi</title></head><body>Accept the terms to continue</body></html>';
+  const r = await sendAbc({ status: 200, raw: page, headers: { 'content-type': 'text/html; charset=utf-8' } });
+  assert.deepEqual(statuses(r), ['undeliverable', 'undeliverable', 'undeliverable'], JSON.stringify(r.results));
+  assertInconsistent(r, 200, 'the body is not a JSON object');
+  assert.ok(r.results.every((x) => x.status === 'undeliverable' && !/html|Wi-Fi|terms/i.test(x.error.message)));
+  // JSON that is not an object is no success body either.
+  for (const raw of ['[3]', '3', 'null', '"accepted"']) assertInconsistent(await sendAbc({ status: 200, raw }), 200, 'the body is not a JSON object');
+});
+
+test('a 200 with an empty body accepts nothing', async () => {
+  const r = await sendAbc({ status: 200, raw: '' });
+  assert.deepEqual(statuses(r), ['undeliverable', 'undeliverable', 'undeliverable'], JSON.stringify(r.results));
+  assertInconsistent(r, 200, 'the body is empty');
+});
+
+test('a 200 whose accepted is missing or not a whole number from 0 accepts nothing', async () => {
+  for (const body of [{}, { accepted: null }, { accepted: '3' }, { accepted: 2.5 }, { accepted: -3 }, { accepted: true }, { error: 'ok' }]) {
+    const r = await sendAbc({ status: 200, body });
+    assert.deepEqual(statuses(r), ['undeliverable', 'undeliverable', 'undeliverable'], JSON.stringify(body));
+    assertInconsistent(r, 200, 'accepted is missing or not a whole number');
+  }
+});
+
+test('a 200 whose accepted is the number of events sent is believed: every event accepted', async () => {
+  const r = await sendAbc({ status: 200, body: { accepted: 3 } });
+  assert.deepEqual(statuses(r), ['accepted', 'accepted', 'accepted'], JSON.stringify(r.results));
+  assert.deepEqual([...counts(r), r.ok], [3, 0, 0, 3, true]);
+  assert.ok(r.results.every((x) => x.status === 'accepted' && x.requestId === 'req_1'));
+  // Members the spec does not name are no reason to doubt it.
+  assert.deepEqual(counts(await sendAbc({ status: 200, body: { accepted: 3, note: 'extra' } })), [3, 0, 0, 3]);
+});
+
+test('an inconsistent 200 is per request: the send goes on, and the next request\'s 200 is read on its own', async () => {
+  const s = await scripted(signed({ status: 200, body: { accepted: 1 } }));
+  const c = s.client({ maxEventsPerRequest: 2, concurrency: 1 });
+  try {
+    const r = await c.send(['a', 'b', 'c'].map(ev));
+    assert.deepEqual(statuses(r), ['undeliverable', 'undeliverable', 'accepted'], JSON.stringify(r.results));
+    assert.deepEqual([...counts(r), r.requests, r.failure], [1, 0, 2, 3, 2, undefined]);
+    assert.equal((r.results[0] as UndeliverableEvent).error.message, `inconsistent 200 response: accepted 1 is not the 2 events sent; ${SAFE}`);
+  } finally {
+    await c.close();
+    await s.close();
+  }
+});
+
+test('track(): a batch answered by a 200 that does not add up is undeliverable with INCONSISTENT_RESPONSE, not accepted', async () => {
+  const s = await scripted(signed({ status: 200, body: { accepted: 2 } }));
+  const batches: SendResult[] = [];
+  const c = s.client({ flushIntervalMs: 3_600_000, onBatch: (r) => batches.push(r) });
+  try {
+    for (const id of ['a', 'b', 'c']) c.track(ev(id));
+    const stats: TrackStats = await c.flush();
+    assert.deepEqual([stats.accepted, stats.rejected, stats.undeliverable, stats.batches], [0, 0, 3, 1]);
+    assert.equal(s.seen.length, 1, 'not retried');
+    assert.deepEqual(
+      batches[0]!.results.map((x) => (x.status === 'undeliverable' ? [x.id, x.error.code, x.error.httpStatus, x.error.message] : x.status)),
+      ['a', 'b', 'c'].map((id) => [id, 'INCONSISTENT_RESPONSE', 200, `inconsistent 200 response: accepted 2 is not the 3 events sent; ${SAFE}`]),
+    );
   } finally {
     await c.close();
     await s.close();

@@ -145,7 +145,7 @@ test('a response that does not come within timeoutMs is reported as TIMEOUT', as
 });
 
 test('an onRetry or onProgress that throws does not stop the send: every result comes back, and the error is rethrown outside it', async () => {
-  const s = await scripted([{ status: 503, body: { error: 'busy' } }, { status: 200, body: { accepted: 2 } }]);
+  const s = await scripted([{ status: 503, body: { error: 'busy' } }, { status: 200, body: { accepted: 1 } }]); // one event per request (maxEventsPerRequest: 1)
   const thrown: unknown[] = [];
   // The rethrow is an uncaught exception (as from an event handler): caught here instead of by the test runner.
   const runners = process.listeners('uncaughtException');

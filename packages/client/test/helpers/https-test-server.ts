@@ -31,7 +31,8 @@ export function selfSigned(): { cert: string; key: string } {
   }
 }
 
-export type Reply = { status: number; body?: unknown; headers?: Record<string, string>; delayMs?: number };
+/** `body` is sent as JSON (`{}` when absent); `raw`, when given, is sent instead, as is (an HTML page, or '' for no body). */
+export type Reply = { status: number; body?: unknown; raw?: string; headers?: Record<string, string>; delayMs?: number };
 
 export interface Seen {
   readonly headers: IncomingHttpHeaders;
@@ -61,7 +62,7 @@ export async function scripted(replies: Reply[] | ((seen: Seen, n: number) => Re
       setTimeout(() => {
         if (res.destroyed) return;
         res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
-        res.end(JSON.stringify(reply.body ?? {}));
+        res.end(reply.raw ?? JSON.stringify(reply.body ?? {}));
       }, reply.delayMs ?? 0);
     });
   });
