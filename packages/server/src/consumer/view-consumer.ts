@@ -55,6 +55,8 @@ export class ViewConsumer {
   readonly #source: QueueSource;
   readonly #options: ConsumerOptions;
   readonly #name: string;
+  /** The last step stopped at a fence: look at the fence before reading the queue again. */
+  #held = false;
 
   constructor(store: ViewStore, source: QueueSource, options: ConsumerOptions) {
     this.#store = store;
@@ -68,9 +70,14 @@ export class ViewConsumer {
     const from = await this.#store.offset(this.#name);
     const nothing = { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: false };
     const held = { ...nothing, held: true };
-    // Held at a fence (merged-view/view-fence.ts): nothing to read until it is released.
-    const fenceBefore = (await this.#store.fence?.()) ?? null;
-    if (fenceBefore !== null && from > fenceBefore) return held;
+    // Held at a fence (merged-view/view-fence.ts): nothing to read until it is released. Looked at
+    // only while the last step was held: the look under the write lock below is the one that
+    // decides, so a lane that was not held saves a read per batch (a round trip on PostgreSQL) and
+    // reads the queue once in vain when a fence comes.
+    if (this.#held) {
+      const fenceBefore = (await this.#store.fence?.()) ?? null;
+      if (fenceBefore !== null && from > fenceBefore) return held;
+    }
     const limit = this.#options.batchSize ?? DEFAULT_BATCH_SIZE;
     let records: QueueRecord[];
     let nextSeq: number;
@@ -80,7 +87,7 @@ export class ViewConsumer {
       nextSeq = records.length > 0 ? records[records.length - 1]!.seq + 1 : from;
     }
     if (nextSeq === from) return nothing;
-    return this.#store.transaction(async (tx) => {
+    const result = await this.#store.transaction(async (tx): Promise<StepResult> => {
       if ((await tx.offset(this.#name)) !== from) {
         // Another consumer applied these meanwhile; start over from the new offset.
         return { records: 0, created: 0, merged: 0, discarded: 0, nextSeq: from, moved: true };
@@ -110,6 +117,8 @@ export class ViewConsumer {
       await tx.setOffset(this.#name, nextSeq);
       return { ...result, nextSeq, moved: true };
     });
+    this.#held = result.held === true;
+    return result;
   }
 
   /** Applies batches until the queue has nothing more. */
