@@ -43,7 +43,6 @@
  */
 import type { Environment } from '../config.js';
 import { DEFAULT_POLL_MS, runConsumerLoop, type PartitionAssignment, type PartitionStepper } from './consumer-loop.js';
-import { ViewConsumer } from './view-consumer.js';
 import type { PostgresViewStore } from '../merged-view/postgres-view-store.js';
 import { readSegments } from '../queue/postgres-event-queue.js';
 import { readingStamped, stampLegacyMergeWindowsPostgres } from '../queue/postgres-legacy-windows.js';
@@ -56,10 +55,12 @@ import { fixPostgresViewLayout, laneName, laneOf, MAX_RECORD_SHARDS, viewLanes, 
 import { applyIdentityStage } from './identity-stage-applier.js';
 import { applyRecordShard } from './record-shard-applier.js';
 import { queuedRecordShard } from '../merged-view/record-shard.js';
-import type { ConsumerOptions, QueueSource } from './view-consumer.js';
+import { DEFAULT_BATCH_SIZE, ViewConsumer, type ConsumerOptions, type QueueSource } from './view-consumer.js';
+import type { QueueRecord } from '../queue/event-queue.js';
 import { lagOf, type ConsumerLag } from '../model/consumer-lag.js';
 import { QueueHeadWatch, skippingWhileIdle } from './queue-head-watch.js';
 import { readingAhead } from './read-ahead-source.js';
+import { SharedPartitionReads, type SharedPartitionReadsOptions } from './shared-partition-reads.js';
 
 export const LEASE_MS = 15_000;
 /** Record shards per queue partition of a new sharded view, unless `--view-partitions` says. */
@@ -89,6 +90,8 @@ class LeasedPartitions implements PartitionAssignment {
   readonly owned = new Map<number, PartitionStepper>();
   /** The queue's head, read once for every lane (at most every half poll interval). */
   readonly #head: QueueHeadWatch;
+  /** Sharded layout: per queue partition, one read of its segments for the lanes of it held here. */
+  readonly #reads = new Map<number, SharedPartitionReads>();
 
   constructor(pool: Pool, store: PostgresViewStore, layout: PostgresViewLayout, options: PartitionedConsumerOptions) {
     this.#pool = pool;
@@ -113,12 +116,29 @@ class LeasedPartitions implements PartitionAssignment {
   #stepper(lane: ViewLane): PartitionStepper {
     const { suppressions } = this.#options;
     const { part } = lane;
-    const consumer = laneConsumer(this.#pool, this.#store, lane, {
+    const options = {
       batchSize: this.#options.batchSize,
       mergeWindowMs: this.#options.mergeWindowMs,
       ...(suppressions ? { suppressions } : {}),
-    });
+    };
+    let reads = this.#reads.get(part);
+    if (reads === undefined && this.#layout.kind === 'sharded') {
+      reads = sharedPartitionReads(this.#pool, part, this.#layout.shards, options);
+      this.#reads.set(part, reads);
+    }
+    const consumer = laneConsumer(this.#pool, this.#store, lane, options, reads);
     return skippingWhileIdle({ name: laneName(lane), step: () => consumer.step() }, part, this.#head);
+  }
+
+  /** Sharded layout: queue records its lanes got from a shared read, and read from the database (shared-partition-reads.ts). */
+  sharedReadCounts(): { queue_records_shared: number; queue_records_read: number } {
+    let shared = 0;
+    let read = 0;
+    for (const reads of this.#reads.values()) {
+      shared += reads.counts.served;
+      read += reads.counts.read;
+    }
+    return { queue_records_shared: shared, queue_records_read: read };
   }
 
   /** The queue partitions whose identity part (or data-set lane) this worker owns: it prunes their segments. */
@@ -178,23 +198,52 @@ class LeasedPartitions implements PartitionAssignment {
  * The consumer of one lane (merged-view/postgres-view-layout.ts): its queue source, its store (a
  * part's, with its fence and counter shard, in the sharded layout), its offset row and its applier.
  */
-export function laneConsumer(pool: Pool, store: PostgresViewStore, lane: ViewLane, options: Omit<ConsumerOptions, 'consumer' | 'applier'>): ViewConsumer {
-  return new ViewConsumer(lane.role === 'data-set' ? store : store.forPart({ consumer: lane.consumer, shard: lane.shard }), laneSource(pool, lane, options.mergeWindowMs), {
+export function laneConsumer(
+  pool: Pool,
+  store: PostgresViewStore,
+  lane: ViewLane,
+  options: Omit<ConsumerOptions, 'consumer' | 'applier'>,
+  reads?: SharedPartitionReads,
+): ViewConsumer {
+  return new ViewConsumer(lane.role === 'data-set' ? store : store.forPart({ consumer: lane.consumer, shard: lane.shard }), laneSource(pool, lane, options.mergeWindowMs, reads), {
     ...options,
     consumer: lane.consumer,
     ...(lane.role === 'records' ? { applier: applyRecordShard } : lane.role === 'identities' ? { applier: applyIdentityStage } : {}),
   });
 }
 
+/** A queue partition's segments as read by its lanes: segments an older node queued without their merge window stamped first. */
+function partitionReader(pool: Pool, part: number, windowOf: (dataSetId: string) => number): (fromSeq: number, limit: number) => Promise<QueueRecord[]> {
+  const read = (fromSeq: number, limit: number) => readSegments(pool, { fromSeq, limit, part });
+  return readingStamped(read, () => stampLegacyMergeWindowsPostgres(pool, windowOf));
+}
+
 /**
- * A lane's queue: its partition's segments, read ahead; a record shard keeps its own keys' records
- * and moves past the others (it reads `limit` × shards records for a batch of about `limit`). A
- * segment an older node queued without its merge window is stamped before any lane takes it
+ * One read of a partition's segments for its lanes held by one worker (shared-partition-reads.ts),
+ * holding at most two record shards' reads (`batchSize` × shards each).
+ */
+export function sharedPartitionReads(
+  pool: Pool,
+  part: number,
+  shards: number,
+  options: { readonly batchSize?: number; readonly mergeWindowMs: (dataSetId: string) => number } & Partial<SharedPartitionReadsOptions>,
+): SharedPartitionReads {
+  return new SharedPartitionReads(partitionReader(pool, part, options.mergeWindowMs), {
+    ...options,
+    maxRecords: options.maxRecords ?? 2 * (options.batchSize ?? DEFAULT_BATCH_SIZE) * shards,
+  });
+}
+
+/**
+ * A lane's queue: its partition's segments (through `reads` when given: one read for the
+ * partition's lanes in this worker), read ahead; a record shard keeps its own keys' records and
+ * moves past the others (it reads `limit` × shards records for a batch of about `limit`). A segment
+ * an older node queued without its merge window is stamped before any lane takes it
  * (queue/postgres-legacy-windows.ts `readingStamped`).
  */
-function laneSource(pool: Pool, lane: ViewLane, windowOf: (dataSetId: string) => number): QueueSource {
-  const read = (fromSeq: number, limit: number) => readSegments(pool, { fromSeq, limit, part: lane.part });
-  const source = readingAhead(readingStamped(read, () => stampLegacyMergeWindowsPostgres(pool, windowOf)));
+function laneSource(pool: Pool, lane: ViewLane, windowOf: (dataSetId: string) => number, reads?: SharedPartitionReads): QueueSource {
+  const read = reads !== undefined ? (fromSeq: number, limit: number) => reads.read(lane.consumer, fromSeq, limit) : partitionReader(pool, lane.part, windowOf);
+  const source = readingAhead(read);
   if (lane.role !== 'records') return source;
   return {
     read: () => Promise.reject(new Error('a record shard reads with readBatch')),
@@ -273,7 +322,7 @@ export async function runPartitionedConsumer(pool: Pool, store: PostgresViewStor
     });
   } finally {
     await store.heartbeat({ consumer: VIEW_CONSUMER, pid: process.pid, at: 0 }).catch(() => undefined);
-    logger.info({ env: options.env, worker: me }, 'consumer stopped');
+    logger.info({ env: options.env, worker: me, ...(layout.kind === 'sharded' ? leases.sharedReadCounts() : {}) }, 'consumer stopped');
   }
 }
 

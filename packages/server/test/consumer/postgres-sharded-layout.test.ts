@@ -24,7 +24,7 @@ import { createPool, migrate, schemaOf, type Pool } from '../../src/postgres/dat
 import { PostgresEventQueue, readSegments } from '../../src/queue/postgres-event-queue.js';
 import { PostgresViewStore } from '../../src/merged-view/postgres-view-store.js';
 import { fixPostgresViewLayout, partitionLanes, type ViewLane } from '../../src/merged-view/postgres-view-layout.js';
-import { laneConsumer } from '../../src/consumer/postgres-partitions.js';
+import { laneConsumer, sharedPartitionReads } from '../../src/consumer/postgres-partitions.js';
 import { queuePartitionOf } from '../../src/postgres/partitions.js';
 import { PostgresFencedPart } from '../../src/lifecycle/postgres-fenced-part.js';
 import { holdPartsTogether, releaseParts } from '../../src/lifecycle/parts-fence.js';
@@ -164,7 +164,13 @@ test('PostgreSQL sharded layout: lanes held at one queue position = the referenc
       fc.nat(),
       /** Which of the data sets' partitions are held (the first always, the second maybe). */
       fc.boolean(),
-      async (items, dataSets, batchSizes, failures, shards, schedule, turnsBefore, lead, leader, holdSecond) => {
+      /**
+       * The lanes of a partition share one read of it (a worker's lanes: shared-partition-reads.ts)
+       * with a window of this many records, small so that it drops, starts again and sends lanes
+       * behind it to the database often; null: each lane reads on its own.
+       */
+      fc.option(fc.integer({ min: 1, max: 8 })),
+      async (items, dataSets, batchSizes, failures, shards, schedule, turnsBefore, lead, leader, holdSecond, window) => {
         run++;
         const url = await freshSchema();
         const pool = createPool(url, ENV, { max: 6 });
@@ -175,11 +181,13 @@ test('PostgreSQL sharded layout: lanes held at one queue position = the referenc
           const view = new PostgresViewStore(pool);
           const parts = [...new Set(dataSets.map(queuePartitionOf))];
           const laneStore = failingLaneStore(view, () => failing.next());
-          const lanesOf = (part: number): Lane[] =>
-            partitionLanes(layout, part).map((lane, k) => ({
+          const lanesOf = (part: number): Lane[] => {
+            const reads = window === null ? undefined : sharedPartitionReads(pool, part, shards, { mergeWindowMs: windowMs, maxRecords: window, waitMs: 0 });
+            return partitionLanes(layout, part).map((lane, k) => ({
               lane,
-              consumer: laneConsumer(pool, laneStore, lane, { batchSize: batchSizes[k % batchSizes.length]!, mergeWindowMs: windowMs }),
+              consumer: laneConsumer(pool, laneStore, lane, { batchSize: batchSizes[k % batchSizes.length]!, mergeWindowMs: windowMs }, reads),
             }));
+          };
           const byPart = new Map(parts.map((part) => [part, lanesOf(part)]));
           const lanes = [...byPart.values()].flat();
           assert.equal(lanes.length, parts.length * (shards + 1));

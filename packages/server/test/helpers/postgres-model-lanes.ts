@@ -19,7 +19,7 @@
  *   while a round runs (test/helpers/sharded-model-parts.ts `stepWhileHeld`).
  */
 import type { Environment } from '../../src/config.js';
-import { laneConsumer } from '../../src/consumer/postgres-partitions.js';
+import { laneConsumer, sharedPartitionReads } from '../../src/consumer/postgres-partitions.js';
 import type { ConsumerOptions, StepResult, ViewConsumer } from '../../src/consumer/view-consumer.js';
 import { PostgresLifecycleBackend } from '../../src/lifecycle/postgres-lifecycle-backend.js';
 import { fixPostgresViewLayout, laneName, partitionLanes, type PostgresViewLayout, type ViewLane } from '../../src/merged-view/postgres-view-layout.js';
@@ -116,7 +116,15 @@ export async function openModelLanes(
   });
   // The lanes' store as a worker's: one set of hot links shared by its lanes (postgres-hot-links.ts).
   const laneStore = view.withHotLinks(layout.hotLinks ?? 0);
-  const consumers = lanes.map((lane, n) => laneConsumer(pool, laneStore, lane, options(n)));
+  // The sharded layout's lanes of a partition share one read of it, as a worker's do
+  // (shared-partition-reads.ts), with a window of a few records so that it often drops, starts
+  // again and serves a lane behind it on its own; no wait: the property steps one lane at a time.
+  const reads = new Map(
+    recorded.kind === 'sharded'
+      ? parts.map((part) => [part, sharedPartitionReads(pool, part, recorded.shards, { mergeWindowMs: options(0).mergeWindowMs, maxRecords: 5, waitMs: 0 })] as const)
+      : [],
+  );
+  const consumers = lanes.map((lane, n) => laneConsumer(pool, laneStore, lane, options(n), reads.get(lane.part)));
   const lanesOf = (ds: string) => lanes.flatMap((lane, n) => (lane.part === queuePartitionOf(ds) ? [n] : []));
   const consumerNames = lanes.map((lane) => lane.consumer);
   return {
