@@ -92,6 +92,8 @@ class LeasedPartitions implements PartitionAssignment {
   readonly #head: QueueHeadWatch;
   /** Sharded layout: per queue partition, one read of its segments for the lanes of it held here. */
   readonly #reads = new Map<number, SharedPartitionReads>();
+  /** The counts of windows let go (their partitions' lanes all left this worker). */
+  readonly #readsGone = { served: 0, read: 0 };
 
   constructor(pool: Pool, store: PostgresViewStore, layout: PostgresViewLayout, options: PartitionedConsumerOptions) {
     this.#pool = pool;
@@ -130,10 +132,24 @@ class LeasedPartitions implements PartitionAssignment {
     return skippingWhileIdle({ name: laneName(lane), step: () => consumer.step() }, part, this.#head);
   }
 
+  /**
+   * A lane whose lease this worker lost: its partition's other lanes here stop waiting for it, and
+   * a partition with no lane left here lets its window go (its counts kept for the stop line).
+   */
+  #forgetLane(lane: ViewLane): void {
+    const reads = this.#reads.get(lane.part);
+    if (reads === undefined) return;
+    reads.forget(lane.consumer);
+    for (const lease of this.owned.keys()) if (laneOf(this.#layout, lease).part === lane.part) return;
+    this.#reads.delete(lane.part);
+    this.#readsGone.served += reads.counts.served;
+    this.#readsGone.read += reads.counts.read;
+  }
+
   /** Sharded layout: queue records its lanes got from a shared read, and read from the database (shared-partition-reads.ts). */
   sharedReadCounts(): { queue_records_shared: number; queue_records_read: number } {
-    let shared = 0;
-    let read = 0;
+    let shared = this.#readsGone.served;
+    let read = this.#readsGone.read;
     for (const reads of this.#reads.values()) {
       shared += reads.counts.served;
       read += reads.counts.read;
@@ -182,7 +198,11 @@ class LeasedPartitions implements PartitionAssignment {
       ).rows.map((r) => r.part);
       mine = new Set([...mine, ...claimed]);
     }
-    for (const part of [...this.owned.keys()]) if (!mine.has(part)) this.owned.delete(part);
+    for (const lease of [...this.owned.keys()]) {
+      if (mine.has(lease)) continue;
+      this.owned.delete(lease);
+      this.#forgetLane(laneOf(this.#layout, lease));
+    }
     for (const lease of mine) if (!this.owned.has(lease)) this.owned.set(lease, this.#stepper(laneOf(this.#layout, lease)));
     return [...this.owned.values()];
   }

@@ -29,12 +29,15 @@
  *   lane has read up to its end, so a caught-up partition holds nothing here.
  * - Memory: at most `maxRecords` records (postgres-partitions.ts: twice a record shard's read,
  *   S × the batch size).
- * - Pace: a lane that would grow the window past its bound while another live lane is behind inside
- *   it waits (at most `waitMs`) for that lane to read on. The lanes of a worker share its one
- *   thread, so the wait hands the thread to the slow lane instead of decoding the segments twice,
- *   and a partition is applied as far as its slowest lane anyway. After `waitMs` the oldest records
- *   are dropped and the slow lane reads on its own. A lane that has not read for `liveMs` (its lease
- *   went to another worker) is forgotten, so nothing waits for it.
+ * - Pace: a lane that would grow the window past its bound while another live lane is behind it
+ *   waits (at most `waitMs`, on a monotonic clock) for that lane to read on. The lanes of a worker
+ *   share its one thread, so the wait hands the thread to the slow lane instead of decoding the
+ *   segments twice, and a partition is applied as far as its slowest lane anyway. After `waitMs`
+ *   the oldest records are dropped and the slow lane reads on its own.
+ * - A lane whose lease went to another worker is forgotten (`forget`, and in any case after
+ *   `liveMs` without a read), so nothing waits or keeps records for it. A lane forgotten while its
+ *   read was in flight still gets a right answer: a window started again never trusts a short read
+ *   made at the old one's end.
  */
 import type { QueueRecord } from '../queue/event-queue.js';
 
@@ -77,7 +80,8 @@ export class SharedPartitionReads {
     this.#maxRecords = options.maxRecords;
     this.#waitMs = options.waitMs ?? SHARED_READ_WAIT_MS;
     this.#liveMs = options.liveMs ?? SHARED_READ_LIVE_MS;
-    this.#now = options.now ?? Date.now;
+    // A monotonic clock: a wall clock stepped back would stretch a wait by as much.
+    this.#now = options.now ?? (() => performance.now());
   }
 
   /** The records `lane` would read from the partition from `fromSeq` on, at most `limit` (fewer when the queue has no more now). */
@@ -108,6 +112,9 @@ export class SharedPartitionReads {
       if (this.#open && fromSeq < this.#start) {
         if (this.#someoneBehind(lane, fromSeq)) return this.#direct(fromSeq, limit);
         this.#restart(fromSeq);
+        // A short read at the old window's end says nothing of this one (this lane may have been
+        // forgotten while that read was in flight, and the window moved past it meanwhile).
+        atHead = false;
       }
       // Past the window's end while a slower lane reads inside it: wait for that lane to bring the
       // window here; after waitMs, read on its own (the window stays the slower lane's).
@@ -119,7 +126,10 @@ export class SharedPartitionReads {
         }
         if (this.#someoneInside(lane)) return this.#direct(fromSeq, limit);
       }
-      if (!this.#open || fromSeq > this.#end) this.#restart(fromSeq);
+      if (!this.#open || fromSeq > this.#end) {
+        this.#restart(fromSeq);
+        atHead = false;
+      }
       const at = this.#indexOf(fromSeq);
       const held = this.#records.length - at;
       if (held >= limit || atHead) return this.#serve(at, limit);
@@ -144,6 +154,17 @@ export class SharedPartitionReads {
         this.#extending = null;
       }
     }
+  }
+
+  /** `lane` reads here no more (its lease went to another worker): nothing waits for it, nor keeps the window for it. */
+  forget(lane: string): void {
+    this.#lanes.delete(lane);
+    this.#trim();
+    if (this.#lanes.size === 0) {
+      this.#records = [];
+      this.#start = this.#end;
+    }
+    this.#moved();
   }
 
   /** Records held now (for tests and the memory bound). */
