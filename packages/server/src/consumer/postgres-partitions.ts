@@ -79,7 +79,7 @@ export interface PartitionedConsumerOptions extends ConsumerRunOptions {
 }
 
 /** The partitions this worker holds a lease on, renewed and rebalanced every `renewMs`. */
-class LeasedPartitions implements PartitionAssignment {
+export class LeasedPartitions implements PartitionAssignment {
   readonly refreshMs: number;
   readonly #pool: Pool;
   readonly #store: PostgresViewStore;
@@ -155,6 +155,11 @@ class LeasedPartitions implements PartitionAssignment {
       read += reads.counts.read;
     }
     return { queue_records_shared: shared, queue_records_read: read };
+  }
+
+  /** Sharded layout: the queue partitions this worker holds a shared read for (one per partition with a lane here), ascending. */
+  sharedReadParts(): number[] {
+    return [...this.#reads.keys()].sort((a, b) => a - b);
   }
 
   /** The queue partitions whose identity part (or data-set lane) this worker owns: it prunes their segments. */

@@ -2,15 +2,19 @@
  * The PostgreSQL profile's consumer (postgres-partitions.ts) on a real server: its idle lanes do not
  * query the queue or their offsets while their partition gets nothing, whether the queue stands
  * still or another partition is appended to, and an append to theirs wakes them (queue-head-watch.ts). Skipped without ECAPI_TEST_DATABASE_URL. No timing is asserted: the test
- * waits for counts of what the worker did, however fast the machine is.
+ * waits for counts of what the worker did, however fast the machine is. In the sharded layout, a
+ * lane whose lease another worker took is let go of, and so is its partition's shared read once no
+ * lane of that partition is left here (shared-partition-reads.ts: a window kept for lanes gone
+ * elsewhere would hold up to 2 × S × batch records for nothing).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type pg from 'pg';
-import { createPool, migrate } from '../../src/postgres/database.js';
+import { createPool, DB_NOW_MS, migrate } from '../../src/postgres/database.js';
 import { PostgresEventQueue } from '../../src/queue/postgres-event-queue.js';
 import { PostgresViewStore } from '../../src/merged-view/postgres-view-store.js';
-import { partitionedLag, runPartitionedConsumer } from '../../src/consumer/postgres-partitions.js';
+import { LeasedPartitions, partitionedLag, runPartitionedConsumer } from '../../src/consumer/postgres-partitions.js';
+import { fixPostgresViewLayout, partitionLanes } from '../../src/merged-view/postgres-view-layout.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { VIEW_CONSUMER } from '../../src/model/consumer-offsets.js';
 import { recordKeyForId } from '../../src/merged-view/merge.js';
@@ -189,5 +193,54 @@ test('PostgreSQL: busy lanes on a small pool never wait for one another (the sup
     stop();
     await run;
     await storage.close();
+  }
+});
+
+test('PostgreSQL sharded layout: a partition whose lanes all went to another worker lets its shared read go; one that keeps a lane keeps it', pgOnly, async () => {
+  const url = await freshDatabase('lease_loss');
+  await migrate(url, 'production');
+  const pool = createPool(url, 'production', { max: 2 });
+  const store = new PostgresViewStore(pool);
+  const layout = await fixPostgresViewLayout(pool, { kind: 'sharded', shards: 2 });
+  const leases = new LeasedPartitions(pool, store, layout, {
+    logger: createLogger({ level: 'silent' }),
+    stopped: new Promise<void>(() => undefined),
+    batchSize: 100,
+    mergeWindowMs: () => 0,
+    workerId: 'test:1',
+    env: 'production',
+  });
+  const everyPart = Array.from({ length: 16 }, (_, p) => p);
+  /** Another worker takes these leases, as it would once this worker's had expired (held 10 min, so this worker cannot claim them back). */
+  const takenByAnother = (leaseIds: readonly number[]) =>
+    pool.query(`UPDATE consumer_leases SET owner = 'test:2', expires_at = ${DB_NOW_MS} + 600000 WHERE part = ANY($1::integer[])`, [leaseIds]);
+  const ownedOf = (part: number) => partitionLanes(layout, part).filter((lane) => leases.owned.has(lane.lease)).length;
+  try {
+    await leases.refresh();
+    assert.equal(leases.owned.size, 48, 'alone, the worker leases every lane');
+    assert.deepEqual(leases.sharedReadParts(), everyPart, 'one shared read per partition');
+
+    // One record shard of partition 3 goes: its other two lanes are still here, and so is its read.
+    await takenByAnother([partitionLanes(layout, 3)[1]!.lease]);
+    await leases.refresh();
+    assert.equal(ownedOf(3), 2);
+    assert.deepEqual(leases.sharedReadParts(), everyPart);
+
+    // Every lane of partition 5, and the last two of partition 3: both reads go, the others stay.
+    await takenByAnother([...partitionLanes(layout, 5).map((lane) => lane.lease), partitionLanes(layout, 3)[0]!.lease, partitionLanes(layout, 3)[2]!.lease]);
+    await leases.refresh();
+    assert.equal(ownedOf(5), 0);
+    assert.equal(ownedOf(3), 0);
+    assert.deepEqual(leases.sharedReadParts(), everyPart.filter((p) => p !== 3 && p !== 5));
+
+    // Partition 5's lanes come back (the other worker left): a new read for them.
+    await pool.query(`UPDATE consumer_leases SET owner = NULL, expires_at = 0 WHERE part = ANY($1::integer[])`, [partitionLanes(layout, 5).map((lane) => lane.lease)]);
+    await leases.refresh();
+    assert.equal(ownedOf(5), 3);
+    assert.deepEqual(leases.sharedReadParts(), everyPart.filter((p) => p !== 3));
+  } finally {
+    await leases.release();
+    await store.close();
+    await pool.end();
   }
 });
