@@ -7,6 +7,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { isDatabaseUnreachable } from '../../src/postgres/database-unreachable.js';
 import { freshDatabase, pgOnly, TEST_DATABASE_URL } from '../helpers/postgres.js';
@@ -34,6 +37,23 @@ test('a refused connection is an outage', async () => {
   const error = await errorOf(`postgres://u@127.0.0.1:${port}/db`);
   assert.equal((error as { code?: string }).code, 'ECONNREFUSED');
   assert.equal(isDatabaseUnreachable(error), true);
+});
+
+test('a Unix socket: no socket file in a directory that exists is an outage; a directory that does not exist is a wrong host', async () => {
+  // The directory a server's socket lives in, with no server running (PostgreSQL removes its socket file when it stops).
+  const dir = mkdtempSync(join(tmpdir(), 'ecapi-pgsock-'));
+  try {
+    const down = await errorOf(`postgres://u@${encodeURIComponent(dir)}:5432/db`);
+    assert.equal((down as { code?: string }).code, 'ENOENT', down.message);
+    assert.equal(isDatabaseUnreachable(down), true);
+    const wrongHost = await errorOf(`postgres://u@${encodeURIComponent(join(dir, 'no-such-dir'))}:5432/db`);
+    assert.equal((wrongHost as { code?: string }).code, 'ENOENT', wrongHost.message);
+    assert.equal(isDatabaseUnreachable(wrongHost), false);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  // An ENOENT that is not a connect (a file the process itself looked for) is not an outage.
+  assert.equal(isDatabaseUnreachable(Object.assign(new Error('ENOENT: no such file'), { code: 'ENOENT', syscall: 'open', path: '/tmp' })), false);
 });
 
 test('SQLSTATE classes: connection exceptions, shutdowns and too many connections wait; the rest exit', () => {
