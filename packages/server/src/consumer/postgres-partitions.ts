@@ -157,7 +157,7 @@ export class LeasedPartitions implements PartitionAssignment {
     return { queue_records_shared: shared, queue_records_read: read };
   }
 
-  /** Sharded layout: the queue partitions this worker holds a shared read for (one per partition with a lane here), ascending. */
+  /** Sharded layout: the queue partitions this worker holds a shared read for (one per partition with a lane here), ascending; for tests. */
   sharedReadParts(): number[] {
     return [...this.#reads.keys()].sort((a, b) => a - b);
   }

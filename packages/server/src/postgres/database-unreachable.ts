@@ -8,9 +8,12 @@
  * (view-worker.ts), which `serve` would then restart after a backoff of up to 30 s, saying so once
  * per restart. What counts:
  * - the socket's own errors (refused, reset, timed out, unreachable, a DNS answer not there yet);
- * - on a Unix socket, no socket file in a directory that exists: the server is down (PostgreSQL
- *   removes its socket file when it stops, and makes it again when it starts). A directory that does
- *   not exist is a wrong `host` (a configuration fault), and exits;
+ * - on a Unix socket (a database URL naming a socket directory), no socket file: PostgreSQL removes
+ *   it on a clean stop and makes it again when it starts (a crash leaves it, and that connect is
+ *   refused). The directory itself may come and go with the server too (a systemd unit's
+ *   RuntimeDirectory, a proxy sidecar that makes its socket directory once it runs), so a missing
+ *   directory is waited out as well, as a TCP port where nothing listens is: a wrong one waits
+ *   forever, and the warning said every minute names the path;
  * - node-postgres's own ("Connection terminated…", the pool's connect time-out);
  * - SQLSTATE class 08 (connection exception), 57P (operator intervention: admin or crash shutdown,
  *   the server starting up), 53 (insufficient resources: too many connections), and 55000 with
@@ -18,9 +21,6 @@
  * Anything else is not: 28P01 (authentication), 3D000 (no such database), 42P01 (no such table: not
  * migrated) and the rest exit as they did, with their message.
  */
-import { existsSync } from 'node:fs';
-import { dirname } from 'node:path';
-
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'EPIPE', 'EAI_AGAIN']);
 
 export function isDatabaseUnreachable(error: unknown): boolean {
@@ -28,7 +28,7 @@ export function isDatabaseUnreachable(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string') {
     if (NETWORK_CODES.has(code)) return true;
-    if (code === 'ENOENT') return serverSocketGone(error);
+    if (code === 'ENOENT') return noSocketFile(error);
     if (/^(08|57P|53)/.test(code)) return true;
     if (code === '55000') return /is not currently accepting connections/.test(error.message);
     return false;
@@ -37,8 +37,8 @@ export function isDatabaseUnreachable(error: unknown): boolean {
   return /^Connection terminated|timeout exceeded when trying to connect/.test(error.message);
 }
 
-/** A connect to a Unix socket found no socket file, in a directory that exists. */
-function serverSocketGone(error: Error): boolean {
+/** A connect to a Unix socket found no socket file (not another ENOENT: a file the process itself looked for). */
+function noSocketFile(error: Error): boolean {
   const { syscall, address } = error as { syscall?: unknown; address?: unknown };
-  return syscall === 'connect' && typeof address === 'string' && address.startsWith('/') && existsSync(dirname(address));
+  return syscall === 'connect' && typeof address === 'string' && address.startsWith('/');
 }

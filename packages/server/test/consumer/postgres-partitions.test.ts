@@ -14,7 +14,7 @@ import { createPool, DB_NOW_MS, migrate } from '../../src/postgres/database.js';
 import { PostgresEventQueue } from '../../src/queue/postgres-event-queue.js';
 import { PostgresViewStore } from '../../src/merged-view/postgres-view-store.js';
 import { LeasedPartitions, partitionedLag, runPartitionedConsumer } from '../../src/consumer/postgres-partitions.js';
-import { fixPostgresViewLayout, partitionLanes } from '../../src/merged-view/postgres-view-layout.js';
+import { fixPostgresViewLayout, partitionLanes, viewLanes } from '../../src/merged-view/postgres-view-layout.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { VIEW_CONSUMER } from '../../src/model/consumer-offsets.js';
 import { recordKeyForId } from '../../src/merged-view/merge.js';
@@ -23,6 +23,7 @@ import { freshDatabase, pgOnly } from '../helpers/postgres.js';
 import { tempDataDir } from '../helpers/server-process.js';
 import { PostgresStorage } from '../../src/storage/postgres-storage.js';
 import { queuePartitionOf } from '../../src/postgres/partitions.js';
+import { QUEUE_PARTITIONS } from '../../src/postgres/migrations.js';
 
 const append = (dataSetId: string, id: string): QueueAppend => ({
   requestId: `r-${id}`,
@@ -210,14 +211,14 @@ test('PostgreSQL sharded layout: a partition whose lanes all went to another wor
     workerId: 'test:1',
     env: 'production',
   });
-  const everyPart = Array.from({ length: 16 }, (_, p) => p);
+  const everyPart = Array.from({ length: QUEUE_PARTITIONS }, (_, p) => p);
   /** Another worker takes these leases, as it would once this worker's had expired (held 10 min, so this worker cannot claim them back). */
   const takenByAnother = (leaseIds: readonly number[]) =>
     pool.query(`UPDATE consumer_leases SET owner = 'test:2', expires_at = ${DB_NOW_MS} + 600000 WHERE part = ANY($1::integer[])`, [leaseIds]);
   const ownedOf = (part: number) => partitionLanes(layout, part).filter((lane) => leases.owned.has(lane.lease)).length;
   try {
     await leases.refresh();
-    assert.equal(leases.owned.size, 48, 'alone, the worker leases every lane');
+    assert.equal(leases.owned.size, viewLanes(layout).length, 'alone, the worker leases every lane');
     assert.deepEqual(leases.sharedReadParts(), everyPart, 'one shared read per partition');
 
     // One record shard of partition 3 goes: its other two lanes are still here, and so is its read.

@@ -39,16 +39,16 @@ test('a refused connection is an outage', async () => {
   assert.equal(isDatabaseUnreachable(error), true);
 });
 
-test('a Unix socket: no socket file in a directory that exists is an outage; a directory that does not exist is a wrong host', async () => {
-  // The directory a server's socket lives in, with no server running (PostgreSQL removes its socket file when it stops).
+test('a Unix socket with no socket file is an outage, whether or not its directory exists now; another ENOENT is not', async () => {
+  // The directory a server's socket lives in, with no server running (PostgreSQL removes its socket
+  // file on a clean stop), and one not made yet (a systemd RuntimeDirectory, a proxy sidecar not started).
   const dir = mkdtempSync(join(tmpdir(), 'ecapi-pgsock-'));
   try {
-    const down = await errorOf(`postgres://u@${encodeURIComponent(dir)}:5432/db`);
-    assert.equal((down as { code?: string }).code, 'ENOENT', down.message);
-    assert.equal(isDatabaseUnreachable(down), true);
-    const wrongHost = await errorOf(`postgres://u@${encodeURIComponent(join(dir, 'no-such-dir'))}:5432/db`);
-    assert.equal((wrongHost as { code?: string }).code, 'ENOENT', wrongHost.message);
-    assert.equal(isDatabaseUnreachable(wrongHost), false);
+    for (const socketDir of [dir, join(dir, 'not-made-yet')]) {
+      const error = await errorOf(`postgres://u@${encodeURIComponent(socketDir)}:5432/db`);
+      assert.equal((error as { code?: string }).code, 'ENOENT', error.message);
+      assert.equal(isDatabaseUnreachable(error), true, socketDir);
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
