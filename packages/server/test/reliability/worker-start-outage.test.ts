@@ -12,19 +12,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { tempDataDir } from '../helpers/server-process.js';
+import { waitFor } from '../helpers/fault-tools.js';
 import { assertRunning, logLines, reap, spawnWorker, type WorkerProcess } from '../helpers/worker-process.js';
 
 const RETRYING = 'the PostgreSQL database cannot be reached while the consumer starts; retrying';
 const socketUrl = (dir: string) => `postgres://ecapi@${encodeURIComponent(dir)}:5432/ecapi`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, check: () => boolean): Promise<void> {
-  for (let i = 0; i < 3000; i++) {
-    if (check()) return;
-    await sleep(10);
-  }
-  assert.fail(`gave up waiting: ${what}`);
-}
 
 const gone = (worker: WorkerProcess) => worker.child.exitCode !== null || worker.child.signalCode !== null;
 
@@ -38,7 +31,7 @@ test('worker: a PostgreSQL server down on its Unix socket (no socket file; no so
   try {
     for (const [i, worker] of workers.entries()) {
       const { what } = cases[i]!;
-      await until(`${what}: the worker says it waits for the database`, () => logLines(worker, RETRYING).length > 0 || gone(worker));
+      await waitFor(`${what}: the worker saying it waits for the database`, () => logLines(worker, RETRYING).length > 0 || gone(worker), 30_000, 10);
       assertRunning(worker, what);
       const [line] = logLines(worker, RETRYING);
       assert.equal((line!.err as { code?: string }).code, 'ENOENT', what);
@@ -48,7 +41,7 @@ test('worker: a PostgreSQL server down on its Unix socket (no socket file; no so
     await sleep(1000);
     for (const [i, worker] of workers.entries()) assertRunning(worker, `${cases[i]!.what}, a second later`);
     for (const worker of workers) worker.child.kill('SIGTERM');
-    await until('both workers stop on SIGTERM', () => workers.every(gone));
+    await waitFor('both workers to stop on SIGTERM', () => workers.every(gone), 30_000, 10);
     for (const [i, worker] of workers.entries()) {
       assert.equal(worker.child.exitCode, 0, `${cases[i]!.what}:\n${worker.log()}`);
       assert.equal(logLines(worker, 'consumer stopped').length, 1);
